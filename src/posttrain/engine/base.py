@@ -1,0 +1,38 @@
+"""The generation interface that every engine (embedded or remote) implements."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from posttrain.types import Completion
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    stop_token_ids: list[int] = field(default_factory=list)
+    seed: int | None = None
+
+    def __post_init__(self):
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be >= 1")
+
+
+class Engine(abc.ABC):
+    """Token-in/token-out generation with per-token logprobs and a policy version."""
+
+    policy_version: int = 0
+
+    @abc.abstractmethod
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """One completion per prompt (a GRPO group passes the same prompt G times)."""
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not accept weight updates")

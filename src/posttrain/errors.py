@@ -1,0 +1,21 @@
+"""User-facing errors: the CLI prints them as one line and exits non-zero."""
+
+
+class PosttrainError(Exception):
+    """An error caused by input the user can fix (bad task, bad config, ...)."""
+
+
+class TaskError(PosttrainError):
+    """A task directory is missing, malformed or has wrong types."""
+
+
+class ConfigError(PosttrainError):
+    """A config file or flag has an unknown key or a wrong value."""
+
+
+class VerifierError(PosttrainError):
+    """The verifier did not produce a usable reward (missing or not a number)."""
+
+
+class SandboxError(PosttrainError):
+    """A sandbox could not be created or used."""

@@ -1,0 +1,91 @@
+"""The small, serialisable objects that cross layers (see docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+KilledBy = Literal["none", "timeout", "memory", "pids", "output"]
+EpisodeStatus = Literal[
+    "ok", "agent_timeout", "verifier_timeout", "verifier_error", "infra_error", "context_overflow"
+]
+
+
+@dataclass
+class ExecResult:
+    """What one command in a sandbox did. Output is capped; `truncated` says if it was."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    truncated: bool = False
+    killed_by: KilledBy = "none"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Completion:
+    """One sampled continuation: ids, logprobs of the processed distribution, why it stopped."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: Literal["stop", "length"]
+    policy_version: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """One agent action and what the sandbox answered."""
+
+    action: str
+    kind: Literal["bash", "submit", "malformed", "unterminated"]
+    observation: str
+    exec_result: ExecResult | None = None
+
+
+@dataclass
+class Episode:
+    """A whole attempt at a task, token-in/token-out.
+
+    `tokens` is the full stream; `loss_mask[i]` is 1 where the model sampled tokens[i];
+    `logprobs[i]` and `versions[i]` are the sampler's, meaningful where the mask is 1.
+    """
+
+    task_id: str
+    group_id: int
+    tokens: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    reward: float = 0.0
+    reward_details: dict[str, float] = field(default_factory=dict)
+    status: EpisodeStatus = "ok"
+    error: str = ""
+    prompt_len: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(self.loss_mask)
+
+    @property
+    def tokens_in(self) -> int:
+        return len(self.tokens) - self.tokens_out
+
+    def append(self, ids: list[int], *, sampled: bool, logprobs=None, version: int = 0) -> None:
+        """Append prompt/observation ids (sampled=False) or model ids with their logprobs."""
+        self.tokens.extend(ids)
+        self.loss_mask.extend([1 if sampled else 0] * len(ids))
+        self.logprobs.extend(logprobs if sampled else [0.0] * len(ids))
+        self.versions.extend([version] * len(ids))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tokens_in"], d["tokens_out"] = self.tokens_in, self.tokens_out
+        return d
