@@ -1,0 +1,62 @@
+"""One task in one sandbox: start it from the task's environment, run the oracle, verify.
+
+Tests are bound in at /tests only for the verifier command, after the agent phase,
+and /logs/verifier is emptied first so nothing the agent wrote there counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posttrain.errors import VerifierError
+from posttrain.sandbox import Sandbox, SandboxSpec, open_sandbox
+from posttrain.sandbox.environment import prepare_environment
+from posttrain.tasks import Task
+from posttrain.tasks.reward import parse_reward
+from posttrain.types import ExecResult
+
+VERIFY_CMD = "rm -rf /logs/verifier && mkdir -p /logs/verifier && bash /tests/test.sh"
+
+
+@dataclass
+class Verdict:
+    reward: float
+    status: str  # ok | verifier_timeout | verifier_error
+    details: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+    result: ExecResult | None = None
+
+
+def sandbox_spec(task: Task) -> SandboxSpec:
+    env = task.config.environment
+    return SandboxSpec(network=task.config.network_mode, memory_mb=env.memory_mb,
+                       cpus=float(env.cpus), env=dict(env.env), workdir=env.workdir)
+
+
+def open_task_sandbox(task: Task, backend: str = "bwrap") -> Sandbox:
+    """A fresh sandbox with the task's environment applied; closed again if setup fails."""
+    sandbox = open_sandbox(backend, sandbox_spec(task))
+    try:
+        prepare_environment(task.environment_dir, sandbox)
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
+
+
+def run_oracle(task: Task, sandbox: Sandbox) -> ExecResult:
+    return sandbox.exec("bash /solution/solve.sh", timeout_s=float(task.config.agent.timeout_sec),
+                        env=dict(task.config.solution.env), mounts={"/solution": task.solution_dir})
+
+
+def verify(task: Task, sandbox: Sandbox) -> Verdict:
+    """Run tests/test.sh and read the reward; a missing or bad reward is an error, not a 0."""
+    result = sandbox.exec(VERIFY_CMD, timeout_s=float(task.config.verifier.timeout_sec),
+                          env=dict(task.config.verifier.env), mounts={"/tests": task.tests_dir})
+    if result.timed_out:
+        return Verdict(0.0, "verifier_timeout", error="verifier timed out", result=result)
+    try:
+        reward, details = parse_reward(sandbox.host_path("/logs/verifier"))
+    except VerifierError as e:
+        return Verdict(0.0, "verifier_error", error=str(e), result=result)
+    return Verdict(reward, "ok", details, result=result)
