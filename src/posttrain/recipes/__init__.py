@@ -1,0 +1,1 @@
+"""Recipes: whole jobs composed from the layers (the CLI's commands call these)."""

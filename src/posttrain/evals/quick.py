@@ -1,0 +1,41 @@
+"""Held-out pass@1 of a policy over k samples per task, with a task-clustered 95% CI."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict
+
+from posttrain.agent.chat import ChatFramer
+from posttrain.agent.config import AgentConfig
+from posttrain.agent.loop import run_episodes
+from posttrain.engine.base import Engine, SamplingParams
+from posttrain.evals.stats import clustered_mean_ci
+from posttrain.tasks import Task
+from posttrain.types import Episode
+
+
+def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k: int,
+                       params: SamplingParams, cfg: AgentConfig,
+                       batch_episodes: int = 128, progress=None) -> tuple[dict, list[Episode]]:
+    """Run k episodes per task; pass = reward >= 1. Returns the summary and the episodes."""
+    jobs = [(t, i) for i, t in enumerate(tasks) for _ in range(k)]
+    episodes: list[Episode] = []
+    for start in range(0, len(jobs), batch_episodes):
+        chunk = jobs[start:start + batch_episodes]
+        seed = None if params.seed is None else params.seed + start
+        episodes += run_episodes(chunk, engine, framer, _with_seed(params, seed), cfg)
+        if progress:
+            progress(len(chunk))
+    scores: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        scores[ep.task_id].append(1.0 if ep.reward >= 1.0 else 0.0)
+    ci = asdict(clustered_mean_ci(dict(scores)))
+    summary = {"pass_at_1": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+               "n_tasks": ci["n_tasks"], "k": k}
+    return summary, episodes
+
+
+def _with_seed(params: SamplingParams, seed):
+    from dataclasses import replace
+
+    return replace(params, seed=seed)

@@ -1,0 +1,102 @@
+"""Typed config of the quickstart recipe, with presets; unknown keys are errors."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from posttrain.agent.config import AgentConfig
+from posttrain.errors import ConfigError
+from posttrain.train.trainer import OptimConfig, RLConfig
+
+
+class SFTConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(200, ge=0)
+    batch: int = Field(32, ge=1)
+    optim: OptimConfig = OptimConfig(lr=3e-3, micro_batch=32)
+
+
+class RLLoopConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(30, ge=0)
+    tasks_per_step: int = Field(8, ge=1)
+    group_size: int = Field(8, ge=2)
+    optim: OptimConfig = OptimConfig(lr=1e-3, micro_batch=32)
+    algo: RLConfig = RLConfig()
+    samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
+
+
+class QuickstartConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "quickstart"
+    runs_dir: str = "runs"
+    seed: int = 0
+    n_train_tasks: int = Field(240, ge=1)
+    n_eval_tasks: int = Field(64, ge=1)
+    eval_samples: int = Field(4, ge=1)
+    model_preset: str = "tiny"
+    vocab_size: int = Field(1024, ge=300)
+    threads: int = Field(2, ge=1)
+    sft: SFTConfig = SFTConfig()
+    rl: RLLoopConfig = RLLoopConfig()
+    agent: AgentConfig = AgentConfig()
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+
+# A short run for tests and smoke checks: same code, smaller numbers.
+PRESETS = {
+    "default": {},
+    "quick": {"n_train_tasks": 24, "n_eval_tasks": 6, "eval_samples": 2,
+              "sft": {"steps": 20, "batch": 8}, "rl": {"steps": 2, "tasks_per_step": 2,
+                                                      "group_size": 4, "samples_per_step": 1}},
+}
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _parse_override(item: str) -> dict:
+    """`rl.steps=10` → {"rl": {"steps": 10}}; the value is read as TOML, else as a string."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. rl.steps=10)")
+    key, raw = item.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return value
+
+
+def load_config(path: str | None = None, preset: str = "default",
+                overrides: list[str] = ()) -> QuickstartConfig:
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
+    data = dict(PRESETS[preset])
+    if path:
+        try:
+            data = _merge(data, tomllib.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
+    for item in overrides:
+        data = _merge(data, _parse_override(item))
+    try:
+        return QuickstartConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise ConfigError(f"config key {where}: {err['msg']}") from None

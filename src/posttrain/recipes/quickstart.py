@@ -1,0 +1,150 @@
+"""The quickstart recipe: tasks → SFT warm start → held-out eval → GRPO → eval again.
+
+Everything runs in one process on the CPU: the terminal-basics suite is generated,
+the oracle turns are played through the real sandbox to make demonstrations, a
+tokenizer and a tiny Llama are built in-process, then trained. The run directory
+gets the config, metrics (JSONL + TensorBoard), samples, an HF checkpoint,
+summary.json and report.html.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+import torch
+
+from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
+from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
+from posttrain.agent.loop import run_episodes
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+from posttrain.errors import PosttrainError
+from posttrain.evals.quick import evaluate_pass_at_1
+from posttrain.recipes.config import QuickstartConfig
+from posttrain.recipes.progress import Phases
+from posttrain.recipes.report import write_report
+from posttrain.recipes.samples import write_samples
+from posttrain.tasks.suites import terminal_basics
+from posttrain.train.advantages import group_stats
+from posttrain.train.metrics import MetricsLog
+from posttrain.train.trainer import PolicyTrainer
+
+
+def _prepare_run_dir(cfg: QuickstartConfig, overwrite: bool) -> Path:
+    run_dir = cfg.run_dir
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise PosttrainError(f"{run_dir} already exists; pass --overwrite or another --name")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    return run_dir
+
+
+def _seed_everything(seed: int, threads: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+
+
+def _make_tasks(cfg: QuickstartConfig, run_dir: Path):
+    train = terminal_basics.generate(run_dir / "tasks" / "train", cfg.n_train_tasks,
+                                     seed=cfg.seed, split="train")
+    heldout = terminal_basics.generate(run_dir / "tasks" / "heldout", cfg.n_eval_tasks,
+                                       seed=cfg.seed + 1, split="heldout")
+    return train, heldout
+
+
+def _build_policy(cfg: QuickstartConfig, transcripts):
+    corpus = [SYSTEM_PROMPT] + [text for t in transcripts for text in transcript_texts(t)]
+    tokenizer = build_tokenizer(corpus, vocab_size=cfg.vocab_size)
+    model = build_tiny_model(len(tokenizer), preset=cfg.model_preset, seed=cfg.seed)
+    return model, tokenizer
+
+
+def _sft(cfg, trainer, demos, log, phases) -> None:
+    rng = random.Random(cfg.seed)
+    for step in range(cfg.sft.steps):
+        batch = [demos[i] for i in rng.sample(range(len(demos)), min(cfg.sft.batch, len(demos)))]
+        stats = trainer.sft_step(batch)
+        log.log("sft", step, stats)
+        phases.advance("sft", loss=stats["loss"])
+
+
+def _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases) -> list[dict]:
+    rng = random.Random(cfg.seed + 7)
+    history = []
+    params = SamplingParams(temperature=cfg.rl.algo.temperature)
+    for step in range(cfg.rl.steps):
+        t0 = time.perf_counter()
+        tasks = rng.sample(train_tasks, min(cfg.rl.tasks_per_step, len(train_tasks)))
+        jobs = [(t, g) for g, t in enumerate(tasks) for _ in range(cfg.rl.group_size)]
+        params.seed = cfg.seed * 100_003 + step
+        episodes = run_episodes(jobs, engine, framer, params, cfg.agent)
+        rollout_s = time.perf_counter() - t0
+        stats = trainer.rl_step(episodes, cfg.rl.algo)
+        engine.policy_version = step + 1
+        stats |= _episode_stats(episodes) | group_stats(episodes)
+        stats |= {"rollout_s": rollout_s, "step_wall_s": time.perf_counter() - t0}
+        log.log("rl", step, stats)
+        history.append({"step": step, **stats})
+        write_samples(run_dir / "samples" / f"rl-step-{step:04d}.txt", episodes,
+                      framer.tokenizer, cfg.rl.samples_per_step)
+        phases.advance("rl", reward=stats["reward_mean"])
+    return history
+
+
+def _episode_stats(episodes) -> dict:
+    rewards = torch.tensor([e.reward for e in episodes])
+    return {"reward_mean": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item(),
+            "pass_rate": (rewards >= 1).float().mean().item(),
+            "tokens_out_mean": sum(e.tokens_out for e in episodes) / len(episodes),
+            "turns_mean": sum(len(e.turns) for e in episodes) / len(episodes)}
+
+
+def _evaluate(cfg, engine, framer, tasks, phases, label: str, run_dir: Path) -> dict:
+    params = SamplingParams(temperature=cfg.rl.algo.temperature, seed=cfg.seed + 424_242)
+    summary, episodes = evaluate_pass_at_1(
+        tasks, engine, framer, cfg.eval_samples, params, cfg.agent,
+        progress=lambda n: phases.advance(label, n=n))
+    write_samples(run_dir / "samples" / f"{label}.txt", episodes, framer.tokenizer, 6)
+    return summary
+
+
+def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None) -> dict:
+    """Run the whole recipe; returns summary.json's content."""
+    t_start = time.perf_counter()
+    run_dir = _prepare_run_dir(cfg, overwrite)
+    _seed_everything(cfg.seed, cfg.threads)
+    n_eval = cfg.n_eval_tasks * cfg.eval_samples
+    with Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
+                          "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval}) as phases:
+        train_tasks, heldout = _make_tasks(cfg, run_dir)
+        transcripts = play_oracles(train_tasks, cfg.agent)
+        bad = [t.task_id for t in transcripts if t.reward < 1]
+        if bad:
+            raise PosttrainError(f"oracle failed on {len(bad)} generated tasks, e.g. {bad[0]}")
+        phases.advance("demos", n=len(transcripts))
+        model, tokenizer = _build_policy(cfg, transcripts)
+        framer = ChatFramer(tokenizer)
+        demos = [demo_episode(t, framer) for t in transcripts]
+        log = MetricsLog(run_dir)
+        trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim)
+        _sft(cfg, trainer, demos, log, phases)
+        engine = LocalEngine(model, tokenizer)
+        before = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
+        trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim)
+        history = _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases)
+        after = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
+        log.close()
+    save_policy(model, tokenizer, run_dir / "checkpoint")
+    summary = {"eval_before": before, "eval_after": after,
+               "wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_report(run_dir, summary, history)
+    return summary

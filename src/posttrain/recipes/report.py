@@ -1,0 +1,76 @@
+"""report.html for a quickstart run: self-contained (plots inlined as PNG), no server."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _reward_curve(history: list[dict]) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    steps = [h["step"] for h in history]
+    ax.plot(steps, [h["reward_mean"] for h in history], marker="o", label="reward mean")
+    ax.plot(steps, [h["zero_variance_groups"] for h in history], ls="--",
+            label="zero-variance groups")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _pass_rates(summary: dict) -> str:
+    fig, ax = plt.subplots(figsize=(4, 3.2))
+    for i, key in enumerate(("eval_before", "eval_after")):
+        e = summary[key]
+        ax.errorbar([i], [e["pass_at_1"]], yerr=[[e["pass_at_1"] - e["ci_low"]],
+                                                 [e["ci_high"] - e["pass_at_1"]]],
+                    fmt="o", capsize=8, markersize=8)
+    ax.set_xticks([0, 1], ["SFT only", "SFT + GRPO"])
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("held-out pass@1 (95% CI)")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _row(label: str, e: dict) -> str:
+    return (f"<tr><td>{label}</td><td>{e['pass_at_1']:.3f}</td>"
+            f"<td>[{e['ci_low']:.3f}, {e['ci_high']:.3f}]</td>"
+            f"<td>{e['n_tasks']}</td><td>{e['k']}</td></tr>")
+
+
+def write_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
+    samples = sorted((run_dir / "samples").glob("eval_after.txt"))
+    example = html.escape(samples[0].read_text()[:6000]) if samples else "(none)"
+    curve = f'<img src="data:image/png;base64,{_reward_curve(history)}">' if history else ""
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>posttrain run</title>
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
+td,th{{padding:4px 10px;border-bottom:1px solid #ddd}}pre{{background:#f6f6f6;padding:1em;
+white-space:pre-wrap}}</style></head><body>
+<h1>posttrain quickstart: {html.escape(run_dir.name)}</h1>
+<p>wall time {summary['wall_s']} s, seed {summary['seed']}</p>
+<h2>Held-out pass@1</h2>
+<table><tr><th></th><th>pass@1</th><th>95% CI (task-clustered)</th><th>tasks</th><th>k</th></tr>
+{_row("SFT only", summary["eval_before"])}{_row("SFT + GRPO", summary["eval_after"])}</table>
+<img src="data:image/png;base64,{_pass_rates(summary)}">
+<h2>GRPO reward</h2>{curve}
+<h2>Example held-out transcripts (after RL)</h2><pre>{example}</pre>
+</body></html>"""
+    out = run_dir / "report.html"
+    out.write_text(page, encoding="utf-8")
+    return out

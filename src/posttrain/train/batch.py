@@ -1,0 +1,38 @@
+"""Episodes → right-padded training tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posttrain.types import Episode
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor       # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long
+    loss_mask: torch.Tensor       # [B, T] float, 1 where the model sampled the token
+    old_logprobs: torch.Tensor    # [B, T] float, the sampler's logprobs (0 where masked out)
+    advantages: torch.Tensor      # [B] float
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def collate(episodes: list[Episode], pad_id: int, advantages: list[float] | None = None) -> Batch:
+    T = max(len(e.tokens) for e in episodes)
+    B = len(episodes)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    attn = torch.zeros((B, T), dtype=torch.long)
+    mask = torch.zeros((B, T))
+    old = torch.zeros((B, T))
+    for i, e in enumerate(episodes):
+        n = len(e.tokens)
+        ids[i, :n] = torch.tensor(e.tokens)
+        attn[i, :n] = 1
+        mask[i, :n] = torch.tensor(e.loss_mask, dtype=torch.float)
+        old[i, :n] = torch.tensor(e.logprobs)
+    adv = torch.tensor(advantages if advantages is not None else [0.0] * B, dtype=torch.float)
+    return Batch(ids, attn, mask, old, adv)

@@ -1,0 +1,27 @@
+"""Metrics sinks: one JSON line per step and TensorBoard event files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class MetricsLog:
+    def __init__(self, run_dir: Path):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+        self._tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+
+    def log(self, phase: str, step: int, values: dict[str, float]) -> None:
+        self._file.write(json.dumps({"phase": phase, "step": step, **values}) + "\n")
+        self._file.flush()
+        for k, v in values.items():
+            if isinstance(v, (int, float)):
+                self._tb.add_scalar(f"{phase}/{k}", v, step)
+
+    def close(self) -> None:
+        self._file.close()
+        self._tb.close()
