@@ -15,6 +15,8 @@ class SamplingParams:
     max_tokens: int = 64
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
+    top_k: int = 0  # 0 = off; otherwise keep the k most likely tokens
+    stop: list[str] = field(default_factory=list)  # stop strings (need a tokenizer)
 
     def __post_init__(self):
         if self.temperature < 0:
@@ -23,6 +25,8 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if self.max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0 (0 = off)")
 
 
 class Engine(abc.ABC):

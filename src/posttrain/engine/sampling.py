@@ -1,0 +1,80 @@
+"""Sampling as pure functions: logits -> processed log-distribution -> token, logprob.
+
+The processed distribution is softmax(logits / T) restricted to the top-k and the top-p
+nucleus and renormalised; the logprob we return is of the token under exactly that
+distribution, so a trainer computing log softmax(logits / T) at the same token agrees when
+top_p = 1 and top_k = 0. Greedy rows (T = 0) report the raw (T = 1) logprob, since the
+processed distribution is a point mass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def process_logits(
+    logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+) -> torch.Tensor:
+    """Log-probs of the processed distribution, -inf outside the kept set.
+
+    logits: [B, V] float32; temperature, top_p: [B] float; top_k: [B] long (0 = off).
+    """
+    greedy = temperature <= 0
+    t = torch.where(greedy, torch.ones_like(temperature), temperature)
+    scaled = logits.float() / t.unsqueeze(-1)
+    if bool(((top_k > 0) & ~greedy).any()):
+        scaled = _mask_top_k(scaled, torch.where(greedy, torch.zeros_like(top_k), top_k))
+    if bool(((top_p < 1) & ~greedy).any()):
+        scaled = _mask_top_p(scaled, torch.where(greedy, torch.ones_like(top_p), top_p))
+    return torch.log_softmax(scaled, dim=-1)
+
+
+def _mask_top_k(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
+    """Keep each row's top_k logits (all where top_k == 0)."""
+    k = torch.where(top_k > 0, top_k, torch.full_like(top_k, scaled.shape[-1]))
+    k = k.clamp(max=scaled.shape[-1])
+    sorted_vals = scaled.sort(dim=-1, descending=True).values
+    kth = sorted_vals.gather(-1, (k - 1).unsqueeze(-1))  # [B, 1]
+    return scaled.masked_fill(scaled < kth, float("-inf"))
+
+
+def _mask_top_p(scaled: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches top_p (at least one)."""
+    sorted_vals, order = scaled.sort(dim=-1, descending=True)
+    probs = torch.softmax(sorted_vals, dim=-1)
+    mass_before = probs.cumsum(-1) - probs  # mass of strictly more likely tokens
+    drop_sorted = mass_before >= top_p.unsqueeze(-1)
+    drop_sorted[:, 0] = False
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return scaled.masked_fill(drop, float("-inf"))
+
+
+def make_generators(seed: int | None, n: int) -> list[torch.Generator]:
+    """One generator per row; row i of a seeded call is reproducible whatever the batch."""
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    gens = []
+    for i in range(n):
+        g = torch.Generator()
+        g.manual_seed((seed * 1_000_003 + i) % (2**63))
+        gens.append(g)
+    return gens
+
+
+def sample_rows(
+    logp: torch.Tensor, greedy: torch.Tensor, generators: list[torch.Generator]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B])."""
+    ids = logp.argmax(dim=-1)
+    probs = logp.exp()
+    for i in torch.nonzero(~greedy).flatten().tolist():
+        ids[i] = torch.multinomial(probs[i], 1, generator=generators[i])[0]
+    return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def row_params(params_list, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Stack per-row SamplingParams into (temperature [B], top_p [B], top_k [B]) tensors."""
+    temp = torch.tensor([p.temperature for p in params_list], dtype=torch.float32, device=device)
+    top_p = torch.tensor([p.top_p for p in params_list], dtype=torch.float32, device=device)
+    top_k = torch.tensor([p.top_k for p in params_list], dtype=torch.long, device=device)
+    return temp, top_p, top_k

@@ -1,0 +1,45 @@
+"""Per-token logprobs and entropies of a causal LM over given token ids (with grad).
+
+These are the trainer's numbers; the engine's sampled logprobs are tested to agree with them
+for the same tokens (tests/engine/test_logprob_agreement.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _shifted_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float):
+    """Logits predicting token t from tokens < t, [B, T-1, V], scaled by 1/temperature."""
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0 for logprobs")
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    logits = out.logits[:, :-1].float()
+    return logits / temperature if temperature != 1.0 else logits
+
+
+def token_logprobs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """out[b, t] = log p(input_ids[b, t] | input_ids[b, :t]) under softmax(logits / temperature).
+
+    input_ids, attention_mask: [B, T] (right-padded); returns [B, T] float32 with out[:, 0] = 0
+    and 0 at padded positions.
+    """
+    logits = _shifted_logits(model, input_ids, attention_mask, temperature)  # [B, T-1, V]
+    targets = input_ids[:, 1:].unsqueeze(-1)  # [B, T-1, 1]
+    picked = logits.gather(-1, targets).squeeze(-1)
+    lp = picked - torch.logsumexp(logits, dim=-1)  # [B, T-1]
+    lp = lp * attention_mask[:, 1:].to(lp.dtype)
+    return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
+
+
+def token_entropy(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """out[b, t] = entropy of the next-token distribution that predicted input_ids[b, t]; [B, T]."""
+    logits = _shifted_logits(model, input_ids, attention_mask, temperature)
+    logp = torch.log_softmax(logits, dim=-1)
+    ent = -(logp.exp() * logp).sum(-1) * attention_mask[:, 1:].to(logp.dtype)
+    return torch.cat([torch.zeros_like(ent[:, :1]), ent], dim=1)
