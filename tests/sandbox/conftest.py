@@ -1,0 +1,33 @@
+"""Fixtures for sandbox tests: a real bubblewrap sandbox per test."""
+
+import pytest
+
+from posttrain.sandbox import SandboxSpec, open_sandbox
+
+
+@pytest.fixture
+def sandbox():
+    sb = open_sandbox("bwrap", SandboxSpec())
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+def host_pids():
+    return host_pids_running
+
+
+def host_pids_running(marker: str) -> list[int]:
+    """Host pids whose command line contains `marker` (to prove a process is dead)."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
