@@ -1,0 +1,97 @@
+"""`posttrain eval`: evaluate a checkpoint or an endpoint on a task set with error bars.
+
+    posttrain eval --tasks DIR --model CKPT_DIR -k 5 --jobs 4
+    posttrain eval --tasks DIR --model NAME --base-url http://host/v1 --api-key-env KEY -k 5
+    posttrain eval report jobs/JOB
+    posttrain eval compare jobs/A jobs/B
+Rerunning the same command resumes the job; finished trials are not run again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from posttrain.errors import PosttrainError
+
+eval_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
+                       help="Evaluate a model on tasks (k samples each); report and compare jobs.")
+
+_SET = "Job condition (recorded; refused if changed within a job)."
+
+
+@eval_app.callback()
+def run_eval(
+    ctx: typer.Context,
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Directory of Harbor task dirs."),
+    model: Optional[str] = typer.Option(None, "--model", help="Checkpoint dir, or the endpoint's model name."),
+    k: int = typer.Option(5, "-k", help="Samples (trials) per task."),
+    jobs: int = typer.Option(4, "--jobs", "-n", help="Trials run concurrently."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key."),
+    job: Optional[str] = typer.Option(None, "--job", help="Job name (default: derived from the conditions)."),
+    jobs_dir: str = typer.Option("jobs", help="Where job directories go."),
+    sandbox: str = typer.Option("bwrap", help="Sandbox backend."),
+    prices: Optional[str] = typer.Option(None, help="Price table (TOML/JSON, USD per M tokens)."),
+    temperature: float = typer.Option(0.7, help=_SET),
+    top_p: float = typer.Option(1.0, help=_SET),
+    seed: int = typer.Option(0, help=_SET),
+    max_turns: Optional[int] = typer.Option(None, help=_SET + " Default: text 6, tools 20."),
+    max_reply_tokens: Optional[int] = typer.Option(None, help=_SET + " Default: text 40, tools 512."),
+    command_timeout: Optional[float] = typer.Option(None, help=_SET + " Seconds per command."),
+    agent_timeout: Optional[float] = typer.Option(None, help=_SET + " Default: each task's own."),
+    verifier_timeout: Optional[float] = typer.Option(None, help=_SET + " Default: each task's own."),
+    max_infra_retries: int = typer.Option(2, help=_SET),
+    denominator: str = typer.Option("all", help=_SET + " all | exclude-infra."),
+) -> None:
+    """Run (or resume) an eval job: every task k times, results under JOBS_DIR/JOB."""
+    if ctx.invoked_subcommand:
+        return
+    if not tasks or not model:
+        raise PosttrainError("--tasks and --model are required (or run `posttrain eval report JOB`"
+                             " / `posttrain eval compare A B`)")
+    from posttrain.evals.launch import EvalRequest, evaluate
+    from posttrain.evals.table import print_summary, progress_hooks
+
+    settings = dict(temperature=temperature, top_p=top_p, seed=seed, max_turns=max_turns,
+                    max_reply_tokens=max_reply_tokens, command_timeout_s=command_timeout,
+                    agent_timeout_s=agent_timeout, verifier_timeout_s=verifier_timeout,
+                    max_infra_retries=max_infra_retries, denominator=denominator)
+    req = EvalRequest(tasks, model, k, jobs, base_url, api_key_env, job, jobs_dir, sandbox,
+                      prices, settings=settings)
+    console = Console()
+    with progress_hooks(console) as (on_start, on_trial):
+        path, summary = evaluate(req, on_start, on_trial)
+    print_summary(console, summary, path)
+
+
+@eval_app.command("report")
+def report(job: str = typer.Argument(..., help="Job directory."),
+           out: Optional[str] = typer.Option(None, help="HTML path (default JOB/report.html).")) -> None:
+    """Write a self-contained HTML report of a job and print its table."""
+    from posttrain.evals.report import write_report
+    from posttrain.evals.table import print_summary
+
+    path, summary = write_report(Path(job), Path(out) if out else None)
+    print_summary(Console(), summary, Path(job))
+    Console().print(f"report: {path}")
+
+
+@eval_app.command("compare")
+def compare(job_a: str = typer.Argument(..., help="Job directory A."),
+            job_b: str = typer.Argument(..., help="Job directory B."),
+            out: Optional[str] = typer.Option(None, help="HTML path (default A/compare-B.html).")) -> None:
+    """Paired comparison of two jobs on their common tasks: A - B with a CI and p-value."""
+    from posttrain.evals.compare import write_comparison
+    from posttrain.evals.table import print_comparison
+
+    path, diff = write_comparison(Path(job_a), Path(job_b), Path(out) if out else None)
+    print_comparison(Console(), diff, job_a, job_b)
+    Console().print(f"report: {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(eval_app, name="eval")

@@ -1,0 +1,95 @@
+"""Local checkpoints: the embedded engine and the agent's text protocol, in lockstep batches.
+
+Batches of up to --jobs trials run through posttrain.agent.loop.run_episodes (one batched
+generate per turn over every live episode, so the engine is shared); each finished
+Episode becomes a TrialRecord. With temperature > 0, which sample a trial draws depends
+on the batch it ran in, so --jobs changes individual samples (not their distribution).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from posttrain.agent.chat import ChatFramer
+from posttrain.agent.config import AgentConfig
+from posttrain.agent.loop import run_episodes
+from posttrain.engine.base import SamplingParams
+from posttrain.evals import taxonomy
+from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.jobdir import now_iso
+from posttrain.evals.record import TrialOutput, TrialRecord
+from posttrain.evals.trials import with_timeouts
+from posttrain.tasks import Task
+from posttrain.types import Episode
+
+NO_REWARD = ("infra_error", "verifier_error", "verifier_timeout")
+
+
+def prompt_lengths(loss_mask: list[int]) -> list[int]:
+    """Context length at each model call: the index where each run of sampled tokens starts."""
+    return [i for i, m in enumerate(loss_mask) if m == 1 and (i == 0 or loss_mask[i - 1] == 0)]
+
+
+def episode_output(ep: Episode, c: EvalConditions, framer: ChatFramer, wall_s: float,
+                   started_at: str) -> TrialOutput:
+    reward = None if ep.status in NO_REWARD else ep.reward
+    status = taxonomy.classify(ep.status, reward)
+    t = ep.timings
+    rec = TrialRecord(
+        ep.task_id, ep.group_id, status, reward, dict(ep.reward_details), ep.error,
+        n_input_tokens=sum(prompt_lengths(ep.loss_mask)), n_output_tokens=ep.tokens_out,
+        context_tokens=len(ep.tokens), n_turns=len(ep.turns),
+        n_malformed=sum(1 for tr in ep.turns if tr.kind in ("malformed", "unterminated")),
+        timings={"setup_s": t.get("sandbox_start_s", 0.0), "model_s": t.get("generate_s", 0.0),
+                 "sandbox_s": t.get("exec_s", 0.0), "verifier_s": t.get("verify_s", 0.0),
+                 "total_s": wall_s},
+        started_at=started_at, finished_at=now_iso())
+    turns = [{"action": tr.action, "kind": tr.kind, "observation": tr.observation,
+              "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
+              "duration_s": tr.exec_result.duration_s if tr.exec_result else None}
+             for tr in ep.turns]
+    trajectory = {"agent": "posttrain-text", "model": c.model, "task": ep.task_id,
+                  "attempt": ep.group_id, "system_prompt": framer.system_prompt,
+                  "turns": turns, "transcript": framer.tokenizer.decode(ep.tokens)}
+    files = {"reward.txt": f"{reward}\n"} if reward is not None else {}
+    if ep.error:
+        files["error.txt"] = ep.error + "\n"
+    return TrialOutput(rec, trajectory, files)
+
+
+@dataclass
+class TextExecutor:
+    """Runs (task, attempt) pairs through a shared local engine in batches of n_jobs."""
+
+    engine: object
+    framer: ChatFramer
+    conditions: EvalConditions
+    agent_config: AgentConfig
+    n_jobs: int
+
+    def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
+        c = self.conditions
+        params = SamplingParams(temperature=c.temperature, top_p=c.top_p,
+                                max_tokens=c.max_reply_tokens, seed=c.seed)
+        for i in range(0, len(items), self.n_jobs):
+            batch = [(with_timeouts(t, c), a) for t, a in items[i:i + self.n_jobs]]
+            started, t0 = now_iso(), time.perf_counter()
+            episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config)
+            wall = time.perf_counter() - t0
+            for ep in episodes:
+                yield episode_output(ep, c, self.framer, wall, started)
+
+
+def load_text_executor(c: EvalConditions, n_jobs: int, backend: str) -> TextExecutor:
+    """Load the checkpoint directory named by c.model into an embedded engine."""
+    from posttrain.engine.local import LocalEngine
+    from posttrain.engine.tiny import load_policy
+
+    model, tokenizer = load_policy(c.model)
+    max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
+                      observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
+                      max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
+    return TextExecutor(LocalEngine(model, tokenizer), ChatFramer(tokenizer), c, cfg, n_jobs)

@@ -1,0 +1,153 @@
+"""The built-in tool-calling agent for OpenAI-compatible endpoints: `bash` and `submit` tools.
+
+Each turn: one chat completion; every tool call in the reply is answered with a `tool`
+message (command output, or an error for a malformed call). The agent phase ends on
+`submit`, the turn limit, the agent timeout, a context overflow, an endpoint failure, or
+MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from posttrain.agent.protocol import format_observation
+from posttrain.evals.chatclient import ChatClient, ContextOverflow, ModelError
+from posttrain.sandbox import Sandbox
+
+SYSTEM_PROMPT = ("You are an autonomous agent in a Linux sandbox; your working directory is "
+                 "/app. Use the bash tool to run shell commands, one per call, and read their "
+                 "output. When the task is complete, call the submit tool.")
+NO_TOOL_HINT = "error: no tool call. Call the bash tool to run a command, or submit when done."
+MAX_MALFORMED_IN_A_ROW = 3
+
+TOOL_SPECS = {
+    "bash": {"type": "function", "function": {
+        "name": "bash", "description": "Run one shell command in /app and return its output.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
+                       "required": ["command"]}}},
+    "submit": {"type": "function", "function": {
+        "name": "submit", "description": "Declare the task complete and end the episode.",
+        "parameters": {"type": "object", "properties": {}}}},
+}
+
+
+@dataclass
+class AgentRun:
+    """The agent phase of one trial."""
+
+    status: str = "ok"          # ok | agent_timeout | context_overflow | model_error
+    error: str = ""
+    messages: list[dict] = field(default_factory=list)
+    turns: list[dict] = field(default_factory=list)  # per-turn metrics for the trajectory
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_s: float = 0.0
+    sandbox_s: float = 0.0
+    n_malformed: int = 0
+    submitted: bool = False
+
+
+@dataclass(frozen=True)
+class AgentLimits:
+    max_turns: int
+    timeout_s: float
+    command_timeout_s: float
+    observation_budget: int
+    sampling: dict  # temperature, top_p, max_tokens, seed
+
+
+def parse_tool_call(call: dict, allowed: tuple[str, ...]) -> tuple[str, dict, str]:
+    """(name, arguments, error); error is non-empty when the call cannot be used."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(name, str) or name not in allowed:
+        return "", {}, f"error: unknown tool {name!r}; available tools: {', '.join(allowed)}"
+    raw = fn.get("arguments") or "{}"
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as e:
+        return name, {}, f"error: arguments of {name} are not valid JSON ({e.msg})"
+    if not isinstance(args, dict):
+        return name, {}, f"error: arguments of {name} must be a JSON object"
+    if name == "bash" and not (isinstance(args.get("command"), str) and args["command"].strip()):
+        return name, {}, "error: bash needs a non-empty string argument 'command'"
+    return name, args, ""
+
+
+def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: AgentLimits,
+              tools: tuple[str, ...]) -> AgentRun:
+    run = AgentRun(messages=[{"role": "system", "content": SYSTEM_PROMPT},
+                             {"role": "user", "content": instruction}])
+    specs = [TOOL_SPECS[t] for t in tools]
+    deadline = time.perf_counter() + limits.timeout_s
+    in_a_row = 0
+    for turn in range(limits.max_turns):
+        if time.perf_counter() >= deadline:
+            run.status = "agent_timeout"
+            break
+        sampling = dict(limits.sampling, seed=_turn_seed(limits.sampling.get("seed"), turn))
+        try:
+            reply = client.chat(run.messages, specs, **sampling)
+        except ContextOverflow as e:
+            run.status, run.error = "context_overflow", str(e)
+            break
+        except ModelError as e:
+            run.status, run.error = "model_error", str(e)
+            break
+        run.prompt_tokens += reply.prompt_tokens
+        run.completion_tokens += reply.completion_tokens
+        run.model_s += reply.latency_s
+        usable = _answer(run, reply.message, sandbox, limits, deadline, tools)
+        run.turns.append({"turn": turn, "latency_s": reply.latency_s, "retries": reply.retries,
+                          "prompt_tokens": reply.prompt_tokens,
+                          "completion_tokens": reply.completion_tokens,
+                          "finish_reason": reply.finish_reason})
+        in_a_row = 0 if usable else in_a_row + 1
+        if run.submitted:
+            break
+        if in_a_row >= MAX_MALFORMED_IN_A_ROW:
+            run.status = "model_error"
+            run.error = f"{in_a_row} replies in a row without a usable tool call"
+            break
+        if time.perf_counter() >= deadline:
+            run.status = "agent_timeout"
+            break
+    return run
+
+
+def _turn_seed(seed, turn: int):
+    return None if seed is None else seed * 1000 + turn
+
+
+def _answer(run: AgentRun, message: dict, sandbox: Sandbox, limits: AgentLimits,
+            deadline: float, tools: tuple[str, ...]) -> bool:
+    """Append the assistant message and one tool message per call; True if any call was usable."""
+    calls = message.get("tool_calls") or []
+    calls = calls if isinstance(calls, list) else []
+    run.messages.append({"role": "assistant", "content": message.get("content") or "",
+                         **({"tool_calls": calls} if calls else {})})
+    if not calls:
+        run.n_malformed += 1
+        run.messages.append({"role": "user", "content": NO_TOOL_HINT})
+        return False
+    usable = False
+    for i, call in enumerate(calls):
+        name, args, err = parse_tool_call(call, tools)
+        call_id = (call.get("id") if isinstance(call, dict) else None) or f"call_{i}"
+        if err:
+            run.n_malformed += 1
+            content = err
+        elif name == "submit":
+            usable, run.submitted, content = True, True, "submitted"
+        else:
+            usable = True
+            left = max(0.1, deadline - time.perf_counter())
+            result = sandbox.exec(args["command"], timeout_s=min(limits.command_timeout_s, left))
+            run.sandbox_s += result.duration_s
+            content = format_observation(result, limits.observation_budget)
+        run.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        if run.submitted:
+            break
+    return usable

@@ -1,0 +1,98 @@
+"""One eval trial through the tool-calling agent: sandbox, agent phase, verifier, record.
+
+Also the helpers both protocols share: applying the job's timeout overrides to a task
+and reading the verifier's files out of a sandbox before it is closed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from posttrain.agent.trial import open_task_sandbox, verify
+from posttrain.evals import taxonomy
+from posttrain.evals.chatclient import ChatClient
+from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.jobdir import now_iso
+from posttrain.evals.record import TrialOutput, TrialRecord
+from posttrain.evals.toolagent import AgentLimits, run_agent
+from posttrain.sandbox import Sandbox
+from posttrain.tasks import Task
+
+MAX_VERIFIER_FILE_BYTES = 64 * 1024
+
+
+def with_timeouts(task: Task, c: EvalConditions) -> Task:
+    """The task with the job's agent/verifier timeouts applied where the job sets them."""
+    cfg = task.config
+    if c.agent_timeout_s is not None:
+        cfg = cfg.model_copy(update={"agent": cfg.agent.model_copy(
+            update={"timeout_sec": float(c.agent_timeout_s)})})
+    if c.verifier_timeout_s is not None:
+        cfg = cfg.model_copy(update={"verifier": cfg.verifier.model_copy(
+            update={"timeout_sec": float(c.verifier_timeout_s)})})
+    return replace(task, config=cfg)
+
+
+def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
+    """Text files the verifier left in /logs/verifier, plus the test script's output."""
+    files = {"test-output.txt": test_output}
+    d = Path(sandbox.host_path("/logs/verifier"))
+    for p in sorted(d.glob("*")) if d.is_dir() else []:
+        if p.is_file() and p.stat().st_size <= MAX_VERIFIER_FILE_BYTES:
+            files[p.name] = p.read_text(encoding="utf-8", errors="replace")
+    return files
+
+
+def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditions,
+                   backend: str) -> TrialOutput:
+    """Run one attempt; never raises for a trial-level failure, records it instead."""
+    task = with_timeouts(task, c)
+    rec = TrialRecord(task.id, attempt, "infra_error", None, started_at=now_iso())
+    t0 = time.perf_counter()
+    files: dict[str, str] = {}
+    run = None
+    try:
+        sandbox = open_task_sandbox(task, backend)
+    except Exception as e:  # the environment could not be built: not the model's fault
+        rec.error = f"sandbox setup failed: {type(e).__name__}: {e}"
+        return _finish(rec, t0, run, files, c)
+    rec.timings["setup_s"] = time.perf_counter() - t0
+    try:
+        limits = AgentLimits(c.max_turns, float(task.config.agent.timeout_sec), c.command_timeout_s,
+                             c.observation_budget,
+                             {"temperature": c.temperature, "top_p": c.top_p,
+                              "max_tokens": c.max_reply_tokens, "seed": c.seed * 1000 + attempt})
+        run = run_agent(task.instruction, sandbox, client, limits, c.tools)
+        t1 = time.perf_counter()
+        verdict = verify(task, sandbox)
+        rec.timings["verifier_s"] = time.perf_counter() - t1
+        output = verdict.result.stdout + verdict.result.stderr if verdict.result else ""
+        files = verifier_files(sandbox, output)
+        episode_status = run.status if run.status != "ok" else verdict.status
+        reward = verdict.reward if verdict.status == "ok" else None
+        rec.status = taxonomy.classify(episode_status, reward)
+        rec.reward, rec.reward_details = reward, verdict.details
+        rec.error = run.error or verdict.error
+    except Exception as e:
+        rec.status, rec.error = "infra_error", f"{type(e).__name__}: {e}"
+    finally:
+        sandbox.close()
+    return _finish(rec, t0, run, files, c)
+
+
+def _finish(rec: TrialRecord, t0: float, run, files: dict, c: EvalConditions) -> TrialOutput:
+    rec.timings["total_s"] = time.perf_counter() - t0
+    rec.finished_at = now_iso()
+    trajectory = {"agent": "posttrain-tools", "model": c.model, "task": rec.task_name,
+                  "attempt": rec.attempt, "messages": [], "turns": []}
+    if run is not None:
+        rec.n_input_tokens, rec.n_output_tokens = run.prompt_tokens, run.completion_tokens
+        rec.context_tokens = run.turns[-1]["prompt_tokens"] + run.turns[-1]["completion_tokens"] \
+            if run.turns else 0
+        rec.n_turns, rec.n_malformed = len(run.turns), run.n_malformed
+        rec.timings["model_s"], rec.timings["sandbox_s"] = run.model_s, run.sandbox_s
+        trajectory["messages"], trajectory["turns"] = run.messages, run.turns
+        trajectory["submitted"] = run.submitted
+    return TrialOutput(rec, trajectory, files)
