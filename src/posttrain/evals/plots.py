@@ -47,8 +47,7 @@ def task_heatmap(records: list[TrialRecord], k: int) -> str:
         if r.attempt < k:
             grid[row[r.task_name]][r.attempt] = taxonomy.score(r.status, r.reward)
     fig, ax = plt.subplots(figsize=(max(3.0, 0.4 * k + 2.5), max(2.0, 0.18 * len(tasks) + 1)))
-    cmap = matplotlib.colormaps["RdYlGn"].copy()
-    cmap.set_bad("lightgrey")
+    cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="lightgrey")
     im = ax.imshow(grid, aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
     ax.set_yticks(range(len(tasks)), tasks, fontsize=6 if len(tasks) > 20 else 8)
     ax.set_xticks(range(k), [str(i) for i in range(k)])

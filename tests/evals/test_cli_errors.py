@@ -1,0 +1,48 @@
+"""Bad input to `posttrain eval` gives one clear line on stderr and exit 2, never a traceback."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scripted_server import free_port
+
+
+def posttrain(*args, cwd=None):
+    code = "from posttrain.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120,
+                          env={**os.environ, "COLUMNS": "400"})
+
+
+def _one_line_error(r, needle):
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_empty_task_dir(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = posttrain("eval", "--tasks", str(tmp_path / "empty"), "--model", "m",
+                  "--base-url", "http://127.0.0.1:9/v1", cwd=tmp_path)
+    _one_line_error(r, "the task directory is empty")
+
+
+def test_unreachable_endpoint(tmp_path, task_dir):
+    r = posttrain("eval", "--tasks", str(task_dir), "--model", "m",
+                  "--base-url", f"http://127.0.0.1:{free_port()}/v1", cwd=tmp_path)
+    _one_line_error(r, "cannot reach the model endpoint")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "/no/such/ckpt"], "not a checkpoint directory"),
+    (["--model", "m", "--base-url", "http://x/v1", "-k", "0"], "-k must be >= 1"),
+    (["--model", "m", "--base-url", "http://x/v1", "--denominator", "some"], "denominator"),
+])
+def test_bad_flags(tmp_path, task_dir, args, needle):
+    _one_line_error(posttrain("eval", "--tasks", str(task_dir), *args, cwd=tmp_path), needle)
+
+
+def test_report_of_a_non_job(tmp_path):
+    _one_line_error(posttrain("eval", "report", str(tmp_path)), "not an eval job")

@@ -1,0 +1,46 @@
+"""A local checkpoint through the embedded engine and the text protocol, via the CLI."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from posttrain.cli import _register_all, app
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+from posttrain.evals.textrun import prompt_lengths
+from posttrain.evals import taxonomy
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    corpus = ["<bash>cat /app/data.txt</bash>", "<submit/>", "echo hello > /app/answer.txt"] * 20
+    tok = build_tokenizer(corpus, vocab_size=300)
+    model = build_tiny_model(len(tok), seed=0)
+    return save_policy(model, tok, tmp_path_factory.mktemp("ckpt"))
+
+
+def test_prompt_lengths_are_run_starts():
+    # prompt 3 tokens, reply 2, observation 2, reply 1
+    assert prompt_lengths([0, 0, 0, 1, 1, 0, 0, 1]) == [3, 7]
+
+
+def test_local_checkpoint_text_protocol_via_cli(tmp_path, task_dir, checkpoint):
+    _register_all()
+    args = ["eval", "--tasks", str(task_dir), "--model", str(checkpoint), "-k", "2", "--jobs", "4",
+            "--job", "local", "--jobs-dir", str(tmp_path / "jobs"), "--max-turns", "2",
+            "--max-reply-tokens", "8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "jobs" / "local"
+    s = json.loads((path / "result.json").read_text())
+    assert s["protocol"] == "text" and s["n_trials"] == 8 and s["complete"]
+    assert sum(s["counts"].values()) == 8 and set(s["counts"]) == set(taxonomy.STATUSES)
+    assert s["tokens"]["output"] > 0 and s["tokens"]["input"] > s["tokens"]["output"]
+    rec = json.loads((path / "heldout-0000-find-word__1" / "result.json").read_text())
+    assert rec["n_turns"] >= 1 and rec["timings"]["model_s"] > 0
+    traj = json.loads((path / "heldout-0000-find-word__1" / "agent/trajectory.json").read_text())
+    assert traj["agent"] == "posttrain-text" and traj["turns"]
+
+    report = CliRunner().invoke(app, ["eval", "report", str(path)])
+    assert report.exit_code == 0, report.output
+    assert "data:image/png;base64," in (path / "report.html").read_text()
