@@ -119,7 +119,14 @@ def test_mounts_read_only_and_only_for_one_command(sandbox, tmp_path):
     r = sandbox.exec("bash /tests/test.sh; touch /tests/x", mounts={"/tests": tmp_path})
     assert "from-tests" in r.stdout and r.exit_code != 0
     assert not (tmp_path / "x").exists()
-    assert sandbox.exec("ls /tests").exit_code != 0
+    assert sandbox.exec("ls -A /tests").stdout == ""      # an empty mount point remains
+
+
+def test_mount_outside_mount_points_runs_one_off(sandbox, tmp_path):
+    (tmp_path / "d.txt").write_text("data\n")
+    r = sandbox.exec("cat /data/d.txt; echo x > /data/y", mounts={"/data": tmp_path})
+    assert r.stdout == "data\n" and r.exit_code != 0
+    assert sandbox.exec("ls /data").exit_code != 0
 
 
 def test_bad_mount_source(sandbox, tmp_path):

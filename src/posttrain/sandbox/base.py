@@ -8,6 +8,7 @@ harness adds (/tests after the agent phase, /solution for the oracle).
 from __future__ import annotations
 
 import abc
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,14 +21,18 @@ DEFAULT_OUTPUT_LIMIT = 64 * 1024
 class SandboxSpec:
     """What one sandbox may use. None means the backend's default."""
 
-    network: str = "no-network"          # "no-network" | "public"
+    network: str = "no-network"          # "no-network" | "public" ("allowlist" is refused)
     memory_mb: int | None = None
     pids: int | None = None
     cpus: float | None = None
+    cpu_time_s: int | None = None        # CPU seconds per process (RLIMIT_CPU)
+    disk_mb: int | None = None           # size of the writable areas together
     env: dict[str, str] = field(default_factory=dict)
     workdir: str = "/app"
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes kept of stdout and of stderr each
     output_hard_limit: int = 64 * 1024 * 1024  # total bytes read before the command is killed
+    mount_points: tuple[str, ...] = ("/tests", "/solution")  # `mounts` the warm runner serves
+    warm: bool = True                    # one persistent in-sandbox runner (False: bwrap per exec)
 
 
 class Sandbox(abc.ABC):
@@ -51,6 +56,59 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Kill everything still running and delete the sandbox's files. Idempotent."""
+
+    def stop_processes(self) -> None:
+        """Kill every process still running inside; files stay. Backends with processes
+        that outlive a command override this."""
+
+    def healthy(self, timeout_s: float = 5.0) -> bool:
+        """True when a trivial command runs and exits 0 in time."""
+        try:
+            r = self.exec("true", timeout_s=timeout_s)
+        except Exception:
+            return False
+        return r.exit_code == 0 and not r.timed_out
+
+    def copy_in(self, host_src: Path, sandbox_dst: str) -> None:
+        """Copy a host file or dir to a path under /app, /tmp or /logs (symlinks kept as links)."""
+        dst = self.host_path(sandbox_dst)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if Path(host_src).is_dir():
+            shutil.copytree(host_src, dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(host_src, dst, follow_symlinks=False)
+
+    def copy_out(self, sandbox_src: str, host_dst: Path) -> None:
+        """Copy a file or dir out of the sandbox; links are copied as links, never followed."""
+        src = self.host_path(sandbox_src)
+        Path(host_dst).parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, host_dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, host_dst, follow_symlinks=False)
+
+    def _snapshot_dir(self) -> Path:
+        return self.host_path("/app").parent / "snapshot"
+
+    def snapshot(self) -> None:
+        """Remember /app as it is now; reset() brings it back."""
+        snap = self._snapshot_dir()
+        shutil.rmtree(snap, ignore_errors=True)
+        shutil.copytree(self.host_path("/app"), snap, symlinks=True)
+
+    def reset(self) -> None:
+        """Kill all processes, empty /tmp and /logs, restore /app from the last snapshot
+        (or empty it when there is none)."""
+        self.stop_processes()
+        for area in ("/app", "/tmp", "/logs"):   # empty in place: the dirs are bind-mounted
+            for child in self.host_path(area).iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        if self._snapshot_dir().is_dir():
+            shutil.copytree(self._snapshot_dir(), self.host_path("/app"), symlinks=True,
+                            dirs_exist_ok=True)
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -1,142 +1,38 @@
-"""The bubblewrap backend: Linux namespaces, a read-only system root, writable /app /tmp /logs.
+"""The bubblewrap backend: namespaces, seccomp, a read-only system root, quotas, a warm runner.
 
-Each sandbox owns a host directory (app/, tmp/, logs/ bound writable inside). Every
-exec runs in a fresh bwrap whose pid namespace dies with it, so a timeout kills the
-whole process tree, background children included. See docs/sandbox.md for the
-threat model.
+Each sandbox owns a host directory (see hostdir.py) whose app/, tmp/ and logs/ are bound
+writable at /app, /tmp and /logs, a cgroup (memory, pids, CPU) where the host allows
+one, and one persistent bwrap running the runner loop (runner.py), so execs are cheap
+and background processes live between commands, as in `docker exec`. A timeout, an
+output flood or close() kills the sandbox's whole pid namespace; the next exec starts a
+fresh runner, files stay. `mounts` on paths in spec.mount_points are staged copies
+bound read-only; other mounts (or spec.warm=False) run in a one-off bwrap of their own
+that shares the files but not the processes or the loopback network of the runner.
+What this covers and what it does not: docs/sandbox.md.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox import bwrap_args
+from posttrain.sandbox import bwrap_args, hostdir, seccomp
 from posttrain.sandbox.base import Sandbox, SandboxSpec
-from posttrain.sandbox.capture import capture
+from posttrain.sandbox.capture import Captured, Sink, capture
+from posttrain.sandbox.cgroups import Cgroup
+from posttrain.sandbox.limits import Limits, killed_by
+from posttrain.sandbox.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_script
 from posttrain.types import ExecResult
 
-KILLED_EXIT = 128 + signal.SIGKILL
-
-
-def state_dir() -> Path:
-    """Where sandbox directories live on the host (POSTTRAIN_SANDBOX_DIR overrides)."""
-    base = os.environ.get("POSTTRAIN_SANDBOX_DIR") or os.path.join(
-        tempfile.gettempdir(), "posttrain-sandboxes")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def sandbox_path(root: Path, sandbox_path_: str) -> Path:
-    """Map /app/x, /tmp/x or /logs/x to its host file under `root`, refusing escapes."""
-    p = Path(os.path.normpath("/" + sandbox_path_.lstrip("/")))
-    parts = p.parts
-    if len(parts) < 2 or parts[1] not in bwrap_args.WRITABLE:
-        raise SandboxError(f"{sandbox_path_!r} is not under /app, /tmp or /logs")
-    host = root.joinpath(*parts[1:])
-    area = (root / parts[1]).resolve()
-    resolved = host.resolve()
-    if resolved != area and area not in resolved.parents:
-        raise SandboxError(f"{sandbox_path_!r} is a symlink that leaves the sandbox")
-    return host
-
-
-class BwrapSandbox(Sandbox):
-    """One bubblewrap sandbox. Thread-safe: execs may run concurrently."""
-
-    def __init__(self, spec: SandboxSpec):
-        if spec.network not in ("no-network", "public"):
-            raise SandboxError(f"network mode {spec.network!r} is not supported by the bwrap "
-                               "backend (use 'no-network' or 'public')")
-        self.spec = spec
-        self.bwrap = bwrap_args.find_bwrap()
-        self.id = uuid.uuid4().hex[:12]
-        self.root = state_dir() / self.id
-        for name in bwrap_args.WRITABLE:
-            (self.root / name).mkdir(parents=True)
-        bwrap_args.write_identity(self.root)
-        self._runs: set[Run] = set()
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def host_path(self, sandbox_path_: str) -> Path:
-        return sandbox_path(self.root, sandbox_path_)
-
-    def _argv(self, command: str, env: dict[str, str] | None,
-              mounts: dict[str, Path] | None, info_fd: int) -> list[str]:
-        for dest, src in (mounts or {}).items():
-            if not dest.startswith("/") or not Path(src).exists():
-                raise SandboxError(f"bad mount {dest!r} <- {str(src)!r}: the sandbox path must "
-                                   "be absolute and the host path must exist")
-        workdir = self.spec.workdir
-        if workdir.split("/")[1:2] and workdir.split("/")[1] in bwrap_args.WRITABLE:
-            self.host_path(workdir).mkdir(parents=True, exist_ok=True)
-        argv = bwrap_args.bwrap_argv(
-            self.bwrap, self.root, network=self.spec.network, workdir=workdir,
-            env=bwrap_args.base_env(self.spec.env, env), mounts=mounts,
-            extra=["--info-fd", str(info_fd)])
-        return argv + ["--", "/bin/bash", "-c", command]
-
-    def exec(self, command: str, timeout_s: float = 60.0, env: dict[str, str] | None = None,
-             mounts: dict[str, Path] | None = None) -> ExecResult:
-        if self._closed:
-            raise SandboxError(f"sandbox {self.id} is closed")
-        info_r, info_w = os.pipe()
-        argv = self._argv(command, env, mounts, info_fd=info_w)
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    pass_fds=(info_w,))
-        finally:
-            os.close(info_w)
-        run = Run(proc, info_r)
-        with self._lock:
-            self._runs.add(run)
-        try:
-            return self._collect(run, start, timeout_s)
-        finally:
-            with self._lock:
-                self._runs.discard(run)
-            run.close()
-
-    def _collect(self, run: "Run", start: float, timeout_s: float) -> ExecResult:
-        proc, deadline = run.proc, start + timeout_s
-        hard = max(self.spec.output_hard_limit, self.spec.output_limit)
-        got = capture({"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()},
-                      deadline=deadline, limit=self.spec.output_limit, hard_limit=hard,
-                      kill=run.kill, done=lambda: proc.poll() is not None)
-        timed_out = got.timed_out
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            run.kill()
-        killed_by = "timeout" if timed_out else "output" if got.output_killed else "none"
-        code = KILLED_EXIT if killed_by != "none" else exit_code_of(proc.returncode)
-        return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
-                          duration_s=time.monotonic() - start, timed_out=timed_out,
-                          truncated=got.truncated, killed_by=killed_by)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            runs = list(self._runs)
-        for run in runs:
-            run.kill()
-        shutil.rmtree(self.root, ignore_errors=True)
+KILLED_EXIT = 137
+NETWORK_MODES = ("no-network", "public")
+# Puts the shell into each cgroup before exec'ing bwrap, so nothing forks outside it.
+LAUNCH = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; ' \
+         'n=$((n-1)); done; exec "$@"'
 
 
 def exit_code_of(returncode: int) -> int:
@@ -144,44 +40,201 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class Run:
-    """One running bwrap: its process and the --info-fd pipe that names the namespace's init."""
+def sandbox_path(root: Path, path: str) -> Path:
+    return hostdir.sandbox_path(root, path)
 
-    def __init__(self, proc: subprocess.Popen, info_r: int):
-        self.proc, self.info_r, self.child_pid = proc, info_r, None
 
-    def _read_child_pid(self) -> int | None:
-        if self.child_pid is None and self.info_r >= 0:
-            os.set_blocking(self.info_r, False)
-            try:
-                self.child_pid = json.loads(os.read(self.info_r, 4096))["child-pid"]
-            except (BlockingIOError, ValueError, KeyError):
-                pass
-        return self.child_pid
+class BwrapSandbox(Sandbox):
+    """One bubblewrap sandbox; execs are serialised on the warm runner, one-offs run in parallel."""
 
-    def kill(self) -> None:
-        """SIGKILL the namespace's init, so the kernel kills every process in it and
-        bwrap exits only once they are all gone; then bwrap's own group, and wait."""
-        child = self._read_child_pid()
-        if child is not None and self.proc.poll() is None:
-            _signal(lambda: os.kill(child, signal.SIGKILL))
+    def __init__(self, spec: SandboxSpec):
+        if spec.network not in NETWORK_MODES:
+            raise SandboxError(
+                f"network mode {spec.network!r} cannot be enforced by the bwrap backend: it "
+                "offers 'no-network' (own network namespace) or 'public' (host network); "
+                "a host allowlist needs a filtering proxy, which posttrain does not have")
+        self.spec, self.bwrap = spec, bwrap_args.find_bwrap()
+        self.limits = Limits.of(spec)
+        self.id = uuid.uuid4().hex[:12]
+        self.root, self._tmpfs = hostdir.create_root(self.id, self.limits.disk_mb)
+        self.cgroup: Cgroup | None = None
+        self._closed, self._runner = False, None
+        self._lock, self._state = threading.Lock(), threading.Lock()
+        self._oneshots: set[Namespace] = set()
+        self._sink, self._staged_used = Sink(), set()
         try:
-            self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal(lambda: os.killpg(self.proc.pid, signal.SIGKILL))
-        self.proc.wait()
+            self.cgroup = Cgroup.open(f"posttrain-{self.id}", self.limits.memory_mb,
+                                      self.limits.pids, spec.cpus)
+            self._seccomp = seccomp.build_filter()
+            self.enforcement = self.limits.enforcement(self.cgroup, self._tmpfs, self._seccomp)
+            self._record()
+            if spec.warm:
+                self._start_runner()
+        except BaseException:
+            self.close()
+            raise
+
+    def host_path(self, sandbox_path_: str) -> Path:
+        return hostdir.sandbox_path(self.root, sandbox_path_)
+
+    def _record(self, **extra) -> None:
+        cgroups = [str(d) for d in self.cgroup.dirs.values()] if self.cgroup else []
+        hostdir.write_owner(self.root, cgroups=cgroups, tmpfs=self._tmpfs, **extra)
+
+    def _spawn(self, command: list[str], mounts: dict[str, Path] | None, staged: tuple[str, ...],
+               **popen) -> Namespace:
+        info_r, info_w = os.pipe()
+        fds = [info_w]
+        extra = ["--info-fd", str(info_w)]
+        if self._seccomp:
+            sec_r, sec_w = os.pipe()
+            os.write(sec_w, self._seccomp)
+            os.close(sec_w)
+            fds.append(sec_r)
+            extra += ["--seccomp", str(sec_r)]
+        argv = bwrap_args.bwrap_argv(
+            self.bwrap, self.root, network=self.spec.network, workdir="/",
+            env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra)
+        argv += ["--", *command]
+        if self.cgroup:
+            files = self.cgroup.procs_files()
+            argv = ["/bin/sh", "-c", LAUNCH, "sh", str(len(files)), *files, *argv]
+        try:
+            return Namespace.spawn(argv, tuple(fds), info_w, info_r, env={}, **popen)
+        finally:
+            for fd in fds[1:]:
+                os.close(fd)
+
+    def _start_runner(self) -> Runner:
+        import subprocess
+
+        ns = self._spawn(["/bin/bash", "-c", RUNNER_SCRIPT], None, self.spec.mount_points,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+        self._runner = Runner(ns, self.root / "ctl")
+        self._record(runner_pid=ns.proc.pid, runner_start=hostdir.process_start(ns.proc.pid))
+        return self._runner
+
+    def _script(self, command: str, env: dict[str, str] | None) -> str:
+        workdir = self.spec.workdir
+        if workdir.split("/")[1:2] and workdir.split("/")[1] in hostdir.WRITABLE:
+            self.host_path(workdir).mkdir(parents=True, exist_ok=True)
+        return wrapper_script(command, bwrap_args.base_env(self.spec.env, env), workdir,
+                              self.limits.ulimits(self.cgroup, self._tmpfs))
+
+    def exec(self, command: str, timeout_s: float = 60.0, env: dict[str, str] | None = None,
+             mounts: dict[str, Path] | None = None) -> ExecResult:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        mounts = mounts or {}
+        for dest, src in mounts.items():
+            if not dest.startswith("/") or not Path(src).exists():
+                raise SandboxError(f"bad mount {dest!r} <- {str(src)!r}: the sandbox path must "
+                                   "be absolute and the host path must exist")
+        script = self._script(command, env)
+        staged = self.spec.mount_points
+        if self.spec.warm and all(d in staged and Path(s).is_dir() for d, s in mounts.items()):
+            with self._lock:
+                return self._exec_warm(script, timeout_s, mounts)
+        return self._exec_oneshot(script, timeout_s, mounts)
+
+    def _exec_warm(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
+        start = time.monotonic()
+        runner = self._runner if self._runner and self._runner.alive else self._start_runner()
+        self._stage(mounts)
+        before = self.cgroup.counters() if self.cgroup else None
+        fds, dummies = runner.begin(script)
+        closers = {"dummies": lambda: [os.close(fd) for fd in dummies]}
+
+        def on_done():
+            closers.pop("dummies", lambda: None)()
+
+        got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
+                      hard_limit=self.limits.hard_output, kill=self._kill_runner,
+                      done=runner.finished, on_done=on_done,
+                      control={runner.ns.proc.stdout.fileno(): runner.on_status})
+        on_done()
+        self._release_fds(fds, got)
+        runner.cleanup()
+        self._stage({})
+        if runner.dead and self._runner is runner:
+            self._kill_runner()     # it died by itself (OOM, or killed from inside)
+        code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
+        return self._result(got, code, start, before)
+
+    def _stage(self, mounts: dict[str, Path]) -> None:
+        """Fill the staged mount dirs for this command; empty the ones used last time."""
+        for i, dest in enumerate(self.spec.mount_points):
+            target = self.root / "mnt" / str(i)
+            if dest in mounts:
+                hostdir.stage_mount(target, mounts[dest])
+                self._staged_used.add(dest)
+            elif dest in self._staged_used:
+                hostdir.clear_dir(target)
+                self._staged_used.discard(dest)
+
+    def _release_fds(self, fds: dict[str, int], got: Captured) -> None:
+        for fd in fds.values():
+            if fd not in got.lingering:
+                os.close(fd)
+        self._sink.adopt(got.lingering)
+
+    def _kill_runner(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.dead = True
+            runner.ns.kill()
+            runner.ns.close()
+
+    def _exec_oneshot(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
+        import subprocess
+
+        start = time.monotonic()
+        before = self.cgroup.counters() if self.cgroup else None
+        ns = self._spawn(["/bin/bash", "-c", script], mounts, (), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        with self._state:
+            self._oneshots.add(ns)
+        try:
+            got = capture({"stdout": ns.proc.stdout.fileno(), "stderr": ns.proc.stderr.fileno()},
+                          deadline=start + timeout_s, limit=self.spec.output_limit,
+                          hard_limit=self.limits.hard_output, kill=ns.kill,
+                          done=lambda: ns.proc.poll() is not None)
+            try:
+                ns.proc.wait(timeout=max(0.0, start + timeout_s - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                got.timed_out = True
+                ns.kill()
+            return self._result(got, exit_code_of(ns.proc.returncode), start, before)
+        finally:
+            with self._state:
+                self._oneshots.discard(ns)
+            ns.close()
+
+    def _result(self, got: Captured, code: int, start: float, before: dict | None) -> ExecResult:
+        after = self.cgroup.counters() if self.cgroup else None
+        why = killed_by(got.timed_out, got.output_killed, before, after, code)
+        if why in ("timeout", "output") or got.timed_out:
+            code = KILLED_EXIT
+        return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
+                          duration_s=time.monotonic() - start, timed_out=got.timed_out,
+                          truncated=got.truncated, killed_by=why)
+
+    def stop_processes(self) -> None:
+        """Kill the runner's namespace and any one-off exec; the next exec starts afresh."""
+        with self._state:
+            oneshots = list(self._oneshots)
+        self._kill_runner()
+        for ns in oneshots:
+            ns.kill()
 
     def close(self) -> None:
-        for f in (self.proc.stdout, self.proc.stderr):
-            f.close()
-        if self.info_r >= 0:
-            os.close(self.info_r)
-            self.info_r = -1
-
-
-def _signal(send) -> None:
-    try:
-        send()
-    except (ProcessLookupError, PermissionError):
-        pass
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+        self.stop_processes()
+        if self.cgroup:
+            self.cgroup.remove()
+        self._sink.close()
+        hostdir.remove_root(self.root, getattr(self, "_tmpfs", False))

@@ -1,0 +1,123 @@
+"""A sandbox's directory on the host: writable areas, control files, and a record for the reaper.
+
+Layout of <state dir>/<id>/ (POSTTRAIN_SANDBOX_DIR, default $TMPDIR/posttrain-sandboxes):
+app/ tmp/ logs/ (bound writable at /app, /tmp, /logs), ctl/ (runner FIFOs, bound
+read-only at /run/ctl), mnt/<n>/ (staged read-only mounts), and
+owner.json (our pid and its start time, the bwrap pid, the cgroups) so a later process
+can reclaim the sandbox if we crash. When we may mount (root), the whole directory is a
+tmpfs of `disk_mb`, which is the disk quota of the writable areas.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from posttrain.errors import SandboxError
+
+WRITABLE = ("app", "tmp", "logs")
+
+
+def state_dir() -> Path:
+    """Where sandbox directories live on the host (POSTTRAIN_SANDBOX_DIR overrides)."""
+    base = os.environ.get("POSTTRAIN_SANDBOX_DIR") or os.path.join(
+        tempfile.gettempdir(), "posttrain-sandboxes")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (field 22 of /proc/pid/stat): pid plus this is unique."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+MNT_DETACH = 2
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(root: Path, disk_mb: int) -> bool:
+    """mount(2) a size-limited tmpfs on root (a syscall, not a `mount` process: fast)."""
+    if os.geteuid() != 0:
+        return False
+    opts = f"size={disk_mb}m,mode=0755".encode()
+    return _libc().mount(b"tmpfs", str(root).encode(), b"tmpfs", 0, opts) == 0
+
+
+def create_root(sandbox_id: str, disk_mb: int | None) -> tuple[Path, bool]:
+    """Make the directory tree; returns (root, whether a size-limited tmpfs backs it)."""
+    root = state_dir() / sandbox_id
+    root.mkdir()
+    quota = bool(disk_mb) and _mount_tmpfs(root, disk_mb)
+    for name in (*WRITABLE, "ctl", "mnt"):
+        (root / name).mkdir()
+    return root, quota
+
+
+def write_owner(root: Path, **fields) -> None:
+    """Record who owns this sandbox (atomically; read by the reaper)."""
+    record = {"owner_pid": os.getpid(), "owner_start": process_start(os.getpid()), **fields}
+    tmp = root / "owner.json.tmp"
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, root / "owner.json")
+
+
+def read_owner(root: Path) -> dict | None:
+    try:
+        return json.loads((root / "owner.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def owner_alive(record: dict) -> bool:
+    pid = record.get("owner_pid")
+    return isinstance(pid, int) and process_start(pid) == record.get("owner_start")
+
+
+def remove_root(root: Path, tmpfs: bool) -> None:
+    """Unmount the quota tmpfs (lazily, if busy) and delete everything."""
+    if tmpfs or os.path.ismount(root):
+        _libc().umount2(str(root).encode(), MNT_DETACH)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def sandbox_path(root: Path, sandbox_path_: str) -> Path:
+    """Map /app/x, /tmp/x or /logs/x to its host file under `root`, refusing escapes."""
+    p = Path(os.path.normpath("/" + sandbox_path_.lstrip("/")))
+    parts = p.parts
+    if len(parts) < 2 or parts[1] not in WRITABLE:
+        raise SandboxError(f"{sandbox_path_!r} is not under /app, /tmp or /logs")
+    host = root.joinpath(*parts[1:])
+    area = (root / parts[1]).resolve()
+    resolved = host.resolve()
+    if resolved != area and area not in resolved.parents:
+        raise SandboxError(f"{sandbox_path_!r} is a symlink that leaves the sandbox")
+    return host
+
+
+def stage_mount(target: Path, source: Path) -> None:
+    """Copy `source` into a staged mount dir (bound read-only inside), replacing what was there."""
+    clear_dir(target)
+    if Path(source).is_dir():
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    else:
+        shutil.copy2(source, target / Path(source).name)
+
+
+def clear_dir(path: Path) -> None:
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
