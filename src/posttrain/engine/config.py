@@ -1,0 +1,38 @@
+"""EngineConfig: the knobs of the paged engine, checked when built (see docs/engine.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class EngineConfig:
+    block_size: int = 16  # tokens per KV block; small blocks waste little on CPU
+    num_blocks: int | None = None  # None: enough for max_num_seqs full contexts, capped by kv_memory_mb
+    kv_memory_mb: float = 1024.0  # cap on KV cache bytes when num_blocks is None
+    max_num_seqs: int = 256  # sequences decoded together
+    max_num_batched_tokens: int = 2048  # token budget of one step (chunked prefill)
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    enable_prefix_caching: bool = True
+    kv_dtype: Literal["float32", "bfloat16", "int8"] = "float32"  # int8: opt-in, lossy
+    spec_method: Literal["none", "ngram", "draft"] = "none"
+    spec_tokens: int = 4  # draft tokens proposed per step
+    ngram_max: int = 4  # longest suffix n-gram looked up in the context
+    ngram_min: int = 1
+
+    def __post_init__(self):
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if self.num_blocks is not None and self.num_blocks < 1:
+            raise ValueError("num_blocks must be >= 1")
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
+            raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.kv_dtype not in ("float32", "bfloat16", "int8"):
+            raise ValueError(f"kv_dtype must be float32, bfloat16 or int8, not {self.kv_dtype!r}")
+        if self.spec_method not in ("none", "ngram", "draft"):
+            raise ValueError(f"spec_method must be none, ngram or draft, not {self.spec_method!r}")
+        if self.spec_tokens < 1 or not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError("spec_tokens >= 1 and 1 <= ngram_min <= ngram_max are required")
+        if self.spec_tokens + 1 > self.max_num_batched_tokens:
+            raise ValueError("max_num_batched_tokens must exceed spec_tokens")

@@ -1,0 +1,63 @@
+"""The paged KV tensors: one flat slot array per layer, slot = block * block_size + offset.
+
+int8 (opt-in, lossy) stores each token-head vector with one float scale (absmax / 127),
+which halves memory against bfloat16 and quarters it against float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+
+
+def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, kv_dtype: str) -> int:
+    """K and V for one token across all layers; int8 adds one float32 scale per head."""
+    per_head = head_dim * DTYPE_BYTES[kv_dtype] + (4 if kv_dtype == "int8" else 0)
+    return 2 * num_layers * num_kv_heads * per_head
+
+
+class KVCache:
+    def __init__(self, num_layers, num_blocks, block_size, num_kv_heads, head_dim, kv_dtype, compute_dtype, device):
+        self.block_size = block_size
+        self.quantized = kv_dtype == "int8"
+        self.compute_dtype = compute_dtype
+        store = torch.int8 if self.quantized else getattr(torch, kv_dtype)
+        shape = (num_layers, num_blocks * block_size, num_kv_heads, head_dim)
+        self.k = torch.zeros(shape, dtype=store, device=device)
+        self.v = torch.zeros(shape, dtype=store, device=device)
+        if self.quantized:
+            self.k_scale = torch.zeros(shape[:3], dtype=torch.float32, device=device)
+            self.v_scale = torch.zeros(shape[:3], dtype=torch.float32, device=device)
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """slots: [N]; k, v: [N, KVH, D]."""
+        if self.quantized:
+            self._write_int8(self.k, self.k_scale, layer, slots, k)
+            self._write_int8(self.v, self.v_scale, layer, slots, v)
+        else:
+            self.k[layer].index_copy_(0, slots, k.to(self.k.dtype))
+            self.v[layer].index_copy_(0, slots, v.to(self.v.dtype))
+
+    @staticmethod
+    def _write_int8(store, scales, layer, slots, x):
+        scale = x.abs().amax(dim=-1).clamp(min=1e-8) / 127.0  # [N, KVH]
+        q = torch.round(x / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8)
+        store[layer].index_copy_(0, slots, q)
+        scales[layer].index_copy_(0, slots, scale.float())
+
+    def read(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """index: [B, L] slots -> k, v: [B, L, KVH, D] in the compute dtype."""
+        if self.quantized:
+            k = self.k[layer][index].to(self.compute_dtype) * self.k_scale[layer][index].unsqueeze(-1)
+            v = self.v[layer][index].to(self.compute_dtype) * self.v_scale[layer][index].unsqueeze(-1)
+            return k.to(self.compute_dtype), v.to(self.compute_dtype)
+        return self.k[layer][index].to(self.compute_dtype), self.v[layer][index].to(self.compute_dtype)
+
+    def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
+        """Copy-on-write: duplicate whole blocks src -> dst in every layer."""
+        bs = self.block_size
+        for src, dst in pairs:
+            tensors = [self.k, self.v] + ([self.k_scale, self.v_scale] if self.quantized else [])
+            for t in tensors:
+                t[:, dst * bs : (dst + 1) * bs] = t[:, src * bs : (src + 1) * bs]

@@ -1,0 +1,246 @@
+"""PagedEngine: continuous batching over a paged KV cache with prefix caching and speculation.
+
+One `step()` = schedule -> propose drafts -> one packed forward -> sample/verify -> append.
+`generate()` runs steps until its requests finish; a server calls `add`/`step` itself.
+A GRPO group (identical prompts in one call) is prefilled once: after the first member's
+prefill the others fork its blocks (ref counts, copy-on-write of the partial last block).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from posttrain.engine.base import Engine, SamplingParams
+from posttrain.engine.batching import append_tokens, pack
+from posttrain.engine.block_manager import BlockManager
+from posttrain.engine.config import EngineConfig
+from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
+from posttrain.engine.runner import ModelRunner
+from posttrain.engine.sampling import make_generators, process_logits, row_params, sample_rows
+from posttrain.engine.scheduler import Scheduler
+from posttrain.engine.sequence import Sequence
+from posttrain.engine.speculative import propose_ngram, verify_draft
+from posttrain.types import Completion
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    prefill_tokens: int = 0  # prompt tokens computed (cache hits excluded)
+    generated_tokens: int = 0
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    peak_allocated_slots: int = 0
+    peak_used_slots: int = 0
+
+
+def validate_prompts(prompts: list[list[int]], vocab_size: int, max_len: int | None, max_tokens: int):
+    """Raise ValueError with a clear message for empty, out-of-vocab or too-long prompts."""
+    if not prompts:
+        raise ValueError("generate needs at least one prompt")
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty")
+        if min(p) < 0 or max(p) >= vocab_size:
+            raise ValueError(f"prompt {i} has token ids outside [0, {vocab_size})")
+        if max_len is not None and len(p) >= max_len:
+            raise ValueError(f"prompt {i} has {len(p)} tokens; the context is {max_len}")
+
+
+class PagedEngine(Engine):
+    def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
+        self.config = config or EngineConfig()
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.policy_version = 0
+        self.runner = ModelRunner(self.model)
+        self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
+        self.num_blocks = self.config.num_blocks or self._default_num_blocks()
+        self.kv = self._new_kv(self.runner)
+        self.blocks = BlockManager(self.num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.config, self.blocks)
+        self.stats = EngineStats()
+        self.draft = None
+        if self.config.spec_method == "draft":
+            if draft_model is None:
+                raise ValueError("spec_method='draft' needs a draft_model")
+            self.draft = ModelRunner(draft_model.to(self.device).eval())
+            self.draft_kv = self._new_kv(self.draft)
+
+    def _default_num_blocks(self) -> int:
+        r, c = self.runner, self.config
+        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, c.kv_dtype)
+        want = c.max_num_seqs * self.max_model_len
+        cap = int(c.kv_memory_mb * 2**20 // per_token)
+        return max(min(want, cap) // c.block_size, 1)
+
+    def _new_kv(self, runner: ModelRunner) -> KVCache:
+        return KVCache(
+            runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
+            runner.head_dim, self.config.kv_dtype, runner.dtype, self.device,
+        )
+
+    # ---- the Engine interface ------------------------------------------------------------
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        """Copy new weights into the shared model in place and flush cached prefixes."""
+        with torch.no_grad():
+            params = dict(self.model.named_parameters())
+            for name, value in state_dict.items():
+                if name in params:
+                    params[name].copy_(value)
+        self.blocks.flush()
+        self.policy_version = version
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        t0 = time.perf_counter()
+        seqs = self.add(prompts, params)
+        while not all(s.finished for s in seqs):
+            self.step()
+        wall = time.perf_counter() - t0
+        return [self.completion(s, generate_s=wall) for s in seqs]
+
+    def completion(self, seq: Sequence, **timings: float) -> Completion:
+        ttft = (seq.first_token_time or seq.arrival) - seq.arrival
+        return Completion(
+            list(seq.output), list(seq.logprobs), seq.finish_reason or "length",
+            policy_version=self.policy_version, timings={"ttft_s": ttft, **timings},
+        )
+
+    # ---- requests and steps ----------------------------------------------------------------
+
+    def add(self, prompts: list[list[int]], params: SamplingParams, generators=None) -> list[Sequence]:
+        """Queue prompts; identical prompts in one call share one prefill (forked after it)."""
+        validate_prompts(prompts, self.model.config.vocab_size, self.max_model_len, params.max_tokens)
+        need = self.blocks.blocks_for(min(max(map(len, prompts)) + params.max_tokens + self.config.spec_tokens, self.max_model_len + self.config.spec_tokens))
+        if need > self.num_blocks:
+            raise ValueError(f"a request needs {need} KV blocks but the cache has {self.num_blocks}")
+        gens = generators or make_generators(params.seed, len(prompts))
+        parents: dict[tuple, Sequence] = {}
+        seqs = []
+        for prompt, gen in zip(prompts, gens):
+            seq = Sequence(list(prompt), params, gen)
+            parent = parents.get(tuple(prompt))
+            if parent is None:
+                parents[tuple(prompt)] = seq
+                self.scheduler.add(seq)
+            else:
+                parent.children.append(seq)
+            seqs.append(seq)
+        return seqs
+
+    def step(self) -> list[Sequence]:
+        """One engine step; returns the sequences that received tokens."""
+        lookahead = self.config.spec_tokens if self.config.spec_method != "none" else 0
+        picked, copies = self.scheduler.schedule(lookahead)
+        self.kv.copy_blocks(copies)
+        if self.draft is not None:
+            self.draft_kv.copy_blocks(copies)
+        if not picked:
+            if self.scheduler.has_work():
+                raise RuntimeError("no sequence fits the KV cache; raise num_blocks")
+            return []
+        decodes = [s for s, _ in picked if s.num_to_compute == 1]
+        drafts = self._propose(decodes, {s: n - 1 for s, n in picked}) if lookahead else {}
+        feeds = []
+        for seq, n in picked:
+            d = drafts.get(seq, ([], None))[0]
+            feed = [seq.tokens[-1]] + d if seq.num_to_compute == 1 else seq.tokens[seq.num_computed : seq.num_computed + n]
+            feeds.append((seq, feed))
+        batch, rows = pack(feeds, self.config.block_size, self.device)
+        logits = self.runner.forward(batch, self.kv)
+        if self.draft is not None:  # keep the draft's KV in step with the target's
+            self.draft.forward(_no_logits(batch), self.draft_kv)
+        touched = self._sample(feeds, rows, logits, drafts)
+        self._account(feeds)
+        return touched
+
+    def _account(self, feeds) -> None:
+        self.stats.steps += 1
+        allocated, used = self.blocks.usage(self.scheduler.running)
+        if allocated > self.stats.peak_allocated_slots:
+            self.stats.peak_allocated_slots, self.stats.peak_used_slots = allocated, used
+        for seq in [s for s, _ in feeds if s.finished]:
+            self.blocks.register(seq)
+            self.scheduler.finish(seq)
+
+    def _sample(self, feeds, rows, logits, drafts) -> list[Sequence]:
+        """Sample or verify every sequence whose step reached its end; fork waiting children."""
+        row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
+        temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
+        logp = process_logits(logits, temp, top_p, top_k)  # [M, V]
+        touched, at = [], 0
+        for (seq, feed), rs in zip(feeds, rows):
+            sl = slice(at, at + len(rs))
+            at += len(rs)
+            if seq.num_to_compute > 1:
+                self.stats.prefill_tokens += len(feed)
+            seq.num_computed += len(feed)
+            if not rs:
+                self.blocks.register(seq)
+                continue
+            if seq.children:
+                self._fork_children(seq, logp[sl.start])
+            d, d_logp = drafts.get(seq, ([], None))
+            toks, lps = self._pick(seq, logp[sl], d, d_logp)
+            self._emit(seq, toks, lps)
+            touched.append(seq)
+        return touched
+
+    def _pick(self, seq, logp, draft, draft_logp):
+        greedy = seq.params.temperature <= 0
+        if not draft:
+            ids, lps = sample_rows(logp[:1], torch.tensor([greedy]), [seq.generator])
+            return [int(ids[0])], [float(lps[0])]
+        toks, lps = verify_draft(logp, draft, greedy, seq.generator, draft_logp)
+        self.stats.spec_proposed += len(draft)
+        self.stats.spec_accepted += len(toks) - 1
+        return toks, lps
+
+    def _emit(self, seq: Sequence, toks: list[int], lps: list[float]) -> None:
+        if seq.first_token_time is None:
+            seq.first_token_time = time.perf_counter()
+        before = len(seq.tokens)
+        append_tokens(seq, toks, lps, self.max_model_len, self.tokenizer)
+        self.stats.generated_tokens += len(seq.tokens) - before
+        seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
+        self.blocks.register(seq)
+
+    def _fork_children(self, parent: Sequence, logp_row: torch.Tensor) -> None:
+        """Group members share the parent's prompt blocks and sample their first token here."""
+        for child in parent.children:
+            self.blocks.fork(parent, child)
+            self.scheduler.running.append(child)
+            toks, lps = self._pick(child, logp_row.unsqueeze(0), [], None)
+            self._emit(child, toks, lps)
+            if child.finished:
+                self.scheduler.finish(child)
+        parent.children = []
+
+    def _propose(self, decodes: list[Sequence], room: dict) -> dict:
+        """Draft tokens per decoding sequence: n-gram prompt lookup or the draft model."""
+        c = self.config
+        out = {}
+        if self.draft is not None:
+            from posttrain.engine.draft import propose_with_draft
+
+            return propose_with_draft(self, decodes, room)
+        for seq in decodes:
+            k = min(room.get(seq, 0), c.spec_tokens, seq.params.max_tokens - len(seq.output) - 1)
+            k = min(k, self.max_model_len - len(seq.tokens) - 1)
+            d = propose_ngram(seq.tokens, k, c.ngram_max, c.ngram_min) if k > 0 else []
+            if d:
+                out[seq] = (d, None)
+        return out
+
+
+def _no_logits(batch):
+    """The same batch asking for no logits (the draft only needs its KV written)."""
+    from dataclasses import replace
+
+    return replace(batch, logits_index=batch.logits_index[:0])
