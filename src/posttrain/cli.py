@@ -19,6 +19,7 @@ app = typer.Typer(
 
 # Each module here defines register(app). Add one line per command group.
 COMMAND_MODULES = [
+    "posttrain.commands.sandbox",
     "posttrain.commands.quickstart",
     "posttrain.commands.eval",
 ]

@@ -47,6 +47,10 @@ def prepare_environment(env_dir: Path, sandbox: Sandbox) -> None:
     dockerfile = Path(env_dir) / "Dockerfile"
     if not dockerfile.is_file():
         return
+    build = getattr(sandbox, "build_environment", None)
+    if build is not None:           # a backend that builds images (docker) takes it whole
+        build(Path(env_dir))
+        return
     for word, args in parse_dockerfile(dockerfile.read_text()):
         if word == "FROM":
             _check_base(args)

@@ -1,11 +1,12 @@
-"""Pick a sandbox backend by name: `bwrap` (default), `process` (debugging only)."""
+"""Pick a sandbox backend by name: `bwrap` (default), `docker` (needs an engine),
+`process` (no isolation, debugging only, never chosen unless named)."""
 
 from __future__ import annotations
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 
-BACKENDS = ("bwrap", "process")
+BACKENDS = ("bwrap", "docker", "process")
 
 
 def create(backend: str, spec: SandboxSpec) -> Sandbox:
@@ -14,6 +15,10 @@ def create(backend: str, spec: SandboxSpec) -> Sandbox:
         from posttrain.sandbox.bwrap import BwrapSandbox
 
         return BwrapSandbox(spec)
+    if backend == "docker":
+        from posttrain.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(spec)
     if backend == "process":
         from posttrain.sandbox.process import ProcessSandbox
 

@@ -1,0 +1,91 @@
+"""Reclaim sandboxes whose owner process is gone: kill what they left running, free their
+cgroups, tmpfs and files. Safe to run at any time; the pool runs it when it starts, so
+a crash of the parent (even SIGKILL) is cleaned up by the next run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posttrain.sandbox import hostdir
+from posttrain.sandbox.cgroups import ROOT as CGROUP_ROOT
+from posttrain.sandbox.cgroups import Cgroup, _own_paths
+
+GRACE_S = 60.0    # a directory without an owner record younger than this may be mid-creation
+
+
+@dataclass
+class ReapReport:
+    """What one pass reclaimed."""
+
+    sandboxes: list[str] = field(default_factory=list)
+    processes_killed: int = 0
+    cgroups_removed: int = 0
+
+
+def reap(state: Path | None = None) -> ReapReport:
+    """Reclaim every sandbox under the state dir whose owner is dead, then stray cgroups."""
+    state = state or hostdir.state_dir()
+    report = ReapReport()
+    live = set()
+    for root in sorted(state.iterdir()):
+        if root.name.startswith((".", "etc-")) or not root.is_dir():
+            continue
+        record = hostdir.read_owner(root)
+        if record and hostdir.owner_alive(record):
+            live.add(root.name)
+            continue
+        if record is None and time.time() - root.stat().st_mtime < GRACE_S:
+            live.add(root.name)
+            continue
+        _reclaim(root, record or {}, report)
+    _reap_cgroups(live, report)
+    return report
+
+
+def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
+    pid, start = record.get("runner_pid"), record.get("runner_start")
+    if isinstance(pid, int) and start and hostdir.process_start(pid) == start:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            report.processes_killed += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    for path in record.get("cgroups", []):
+        report.processes_killed += _remove_cgroup(Path(path))
+        report.cgroups_removed += 1
+    hostdir.remove_root(root, bool(record.get("tmpfs")))
+    if root.exists():
+        shutil.rmtree(root, ignore_errors=True)
+    report.sandboxes.append(root.name)
+
+
+def _remove_cgroup(path: Path) -> int:
+    if not path.is_dir():
+        return 0
+    group = Cgroup("v1", {"": path})     # only pids() and remove() are used: version-agnostic
+    killed = len(group.pids())
+    group.remove()
+    return killed
+
+
+def _reap_cgroups(live: set[str], report: ReapReport) -> None:
+    """posttrain-<id> groups under our own groups whose sandbox is not live."""
+    try:
+        own = _own_paths()
+    except OSError:
+        return
+    for controller, rel in own.items():
+        parent = CGROUP_ROOT / controller / rel.lstrip("/") if controller else \
+            CGROUP_ROOT / rel.lstrip("/")
+        if not parent.is_dir():
+            continue
+        for child in parent.glob("posttrain-*"):
+            if child.name.removeprefix("posttrain-") not in live and child.is_dir():
+                report.processes_killed += _remove_cgroup(child)
+                report.cgroups_removed += 1
