@@ -31,3 +31,26 @@ def host_pids_running(marker: str) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+TALLY = {"tried": [], "contained": []}
+
+
+@pytest.fixture(scope="session")
+def hostile_tally():
+    return TALLY
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TALLY["tried"]:
+        missed = sorted(set(TALLY["tried"]) - set(TALLY["contained"]))
+        terminalreporter.write_line(
+            f"hostile-code suite: {len(TALLY['tried'])} attacks tried, "
+            f"{len(TALLY['contained'])} contained" + (f"; NOT contained: {missed}" if missed else ""))

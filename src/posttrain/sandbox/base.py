@@ -69,6 +69,11 @@ class Sandbox(abc.ABC):
             return False
         return r.exit_code == 0 and not r.timed_out
 
+    def give(self, host_path: Path) -> None:
+        """Hand files the host wrote under host_path() to the sandbox user, so commands
+        inside may change them. Call after writing into the sandbox directly; copy_in and
+        prepare_environment do it themselves. No-op where the users are the same."""
+
     def copy_in(self, host_src: Path, sandbox_dst: str) -> None:
         """Copy a host file or dir to a path under /app, /tmp or /logs (symlinks kept as links)."""
         dst = self.host_path(sandbox_dst)
@@ -77,6 +82,7 @@ class Sandbox(abc.ABC):
             shutil.copytree(host_src, dst, symlinks=True, dirs_exist_ok=True)
         else:
             shutil.copy2(host_src, dst, follow_symlinks=False)
+        self.give(dst)
 
     def copy_out(self, sandbox_src: str, host_dst: Path) -> None:
         """Copy a file or dir out of the sandbox; links are copied as links, never followed."""
@@ -109,6 +115,7 @@ class Sandbox(abc.ABC):
         if self._snapshot_dir().is_dir():
             shutil.copytree(self._snapshot_dir(), self.host_path("/app"), symlinks=True,
                             dirs_exist_ok=True)
+            self.give(self.host_path("/app"))
 
     def __enter__(self) -> "Sandbox":
         return self

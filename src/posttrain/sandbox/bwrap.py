@@ -14,6 +14,8 @@ What this covers and what it does not: docs/sandbox.md.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import threading
 import time
 import uuid
@@ -30,9 +32,9 @@ from posttrain.types import ExecResult
 
 KILLED_EXIT = 137
 NETWORK_MODES = ("no-network", "public")
-# Puts the shell into each cgroup before exec'ing bwrap, so nothing forks outside it.
-LAUNCH = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; ' \
-         'n=$((n-1)); done; exec "$@"'
+# Waits until the host has moved it into the sandbox's cgroups, then becomes bwrap:
+# nothing can fork outside the groups, and no root-owned helper is needed.
+LAUNCH = 'read -r _ <&"$1"; x=$1; exec {x}<&-; shift; exec "$@"'
 
 
 def exit_code_of(returncode: int) -> int:
@@ -56,7 +58,8 @@ class BwrapSandbox(Sandbox):
         self.spec, self.bwrap = spec, bwrap_args.find_bwrap()
         self.limits = Limits.of(spec)
         self.id = uuid.uuid4().hex[:12]
-        self.root, self._tmpfs = hostdir.create_root(self.id, self.limits.disk_mb)
+        self.uid = hostdir.sandbox_host_uid()
+        self.root, self._tmpfs = hostdir.create_root(self.id, self.limits.disk_mb, self.uid)
         self.cgroup: Cgroup | None = None
         self._closed, self._runner = False, None
         self._lock, self._state = threading.Lock(), threading.Lock()
@@ -77,6 +80,9 @@ class BwrapSandbox(Sandbox):
     def host_path(self, sandbox_path_: str) -> Path:
         return hostdir.sandbox_path(self.root, sandbox_path_)
 
+    def give(self, host_path: Path) -> None:
+        hostdir.chown_tree(Path(host_path), self.uid)
+
     def _record(self, **extra) -> None:
         cgroups = [str(d) for d in self.cgroup.dirs.values()] if self.cgroup else []
         hostdir.write_owner(self.root, cgroups=cgroups, tmpfs=self._tmpfs, **extra)
@@ -96,29 +102,48 @@ class BwrapSandbox(Sandbox):
             self.bwrap, self.root, network=self.spec.network, workdir="/",
             env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra)
         argv += ["--", *command]
+        sync_w = None
         if self.cgroup:
-            files = self.cgroup.procs_files()
-            argv = ["/bin/sh", "-c", LAUNCH, "sh", str(len(files)), *files, *argv]
+            sync_r, sync_w = os.pipe()
+            fds.append(sync_r)
+            argv = ["/bin/bash", "-c", LAUNCH, "launch", str(sync_r), *argv]
+        if self.uid is not None:
+            popen.update(user=self.uid, group=self.uid, extra_groups=[])
         try:
-            return Namespace.spawn(argv, tuple(fds), info_w, info_r, env={}, **popen)
+            ns = Namespace.spawn(argv, tuple(fds), info_w, info_r, env={}, **popen)
         finally:
             for fd in fds[1:]:
                 os.close(fd)
+        if sync_w is not None:
+            self._enter_cgroup(ns, sync_w)
+        return ns
+
+    def _enter_cgroup(self, ns: Namespace, sync_w: int) -> None:
+        try:
+            for procs in self.cgroup.procs_files():
+                with open(procs, "w") as f:
+                    f.write(str(ns.proc.pid))
+            os.write(sync_w, b"go\n")
+        except OSError:
+            ns.kill()                # never run outside the quotas
+        finally:
+            os.close(sync_w)
 
     def _start_runner(self) -> Runner:
-        import subprocess
-
         ns = self._spawn(["/bin/bash", "-c", RUNNER_SCRIPT], None, self.spec.mount_points,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
-        self._runner = Runner(ns, self.root / "ctl")
+        self._runner = Runner(ns, self.root / "ctl", self.uid)
         self._record(runner_pid=ns.proc.pid, runner_start=hostdir.process_start(ns.proc.pid))
         return self._runner
 
     def _script(self, command: str, env: dict[str, str] | None) -> str:
         workdir = self.spec.workdir
         if workdir.split("/")[1:2] and workdir.split("/")[1] in hostdir.WRITABLE:
-            self.host_path(workdir).mkdir(parents=True, exist_ok=True)
+            path = self.host_path(workdir)
+            if not path.is_dir():
+                path.mkdir(parents=True, exist_ok=True)
+                self.give(self.host_path("/" + workdir.split("/")[1]))
         return wrapper_script(command, bwrap_args.base_env(self.spec.env, env), workdir,
                               self.limits.ulimits(self.cgroup, self._tmpfs))
 
@@ -160,14 +185,17 @@ class BwrapSandbox(Sandbox):
         if runner.dead and self._runner is runner:
             self._kill_runner()     # it died by itself (OOM, or killed from inside)
         code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
-        return self._result(got, code, start, before)
+        result = self._result(got, code, start, before)
+        if result.killed_by in ("memory", "pids") and self._runner is runner:
+            self._kill_runner()     # what a bomb left behind goes with it
+        return result
 
     def _stage(self, mounts: dict[str, Path]) -> None:
         """Fill the staged mount dirs for this command; empty the ones used last time."""
         for i, dest in enumerate(self.spec.mount_points):
             target = self.root / "mnt" / str(i)
             if dest in mounts:
-                hostdir.stage_mount(target, mounts[dest])
+                hostdir.stage_mount(target, mounts[dest], self.uid)
                 self._staged_used.add(dest)
             elif dest in self._staged_used:
                 hostdir.clear_dir(target)
@@ -187,12 +215,19 @@ class BwrapSandbox(Sandbox):
             runner.ns.close()
 
     def _exec_oneshot(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
-        import subprocess
-
         start = time.monotonic()
         before = self.cgroup.counters() if self.cgroup else None
-        ns = self._spawn(["/bin/bash", "-c", script], mounts, (), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        copies = self._copy_mounts(mounts)
+        try:
+            ns = self._spawn(["/bin/bash", "-c", script], copies, (), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            return self._run_oneshot(ns, start, timeout_s, before)
+        finally:
+            for path in copies.values():
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+
+    def _run_oneshot(self, ns: Namespace, start: float, timeout_s: float,
+                     before: dict | None) -> ExecResult:
         with self._state:
             self._oneshots.add(ns)
         try:
@@ -210,6 +245,19 @@ class BwrapSandbox(Sandbox):
             with self._state:
                 self._oneshots.discard(ns)
             ns.close()
+
+    def _copy_mounts(self, mounts: dict[str, Path]) -> dict[str, Path]:
+        """Private copies owned by the sandbox user: the source may be unreadable to it."""
+        copies = {}
+        for dest, src in mounts.items():
+            copy = self.root / "mnt" / f"once-{uuid.uuid4().hex[:8]}"
+            if Path(src).is_dir():
+                shutil.copytree(src, copy, symlinks=True)
+            else:
+                shutil.copy2(src, copy)
+            hostdir.chown_tree(copy, self.uid)
+            copies[dest] = copy
+        return copies
 
     def _result(self, got: Captured, code: int, start: float, before: dict | None) -> ExecResult:
         after = self.cgroup.counters() if self.cgroup else None

@@ -79,7 +79,8 @@ def shared_etc(state: Path) -> Path:
         if src.is_symlink():
             os.symlink(os.readlink(src), tmp / name)
         elif src.is_dir():
-            shutil.copytree(src, tmp / name, symlinks=True)
+            shutil.copytree(src, tmp / name, symlinks=True,
+                            ignore=shutil.ignore_patterns("private"))   # ssl/private keys
         elif src.is_file():
             shutil.copy2(src, tmp / name)
     write_identity(tmp)

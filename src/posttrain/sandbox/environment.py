@@ -56,7 +56,9 @@ def prepare_environment(env_dir: Path, sandbox: Sandbox) -> None:
             _check_base(args)
         elif word == "WORKDIR":
             sandbox.spec.workdir = _resolve(sandbox.spec.workdir, args.strip())
-            _host(sandbox, sandbox.spec.workdir, word).mkdir(parents=True, exist_ok=True)
+            workdir = _host(sandbox, sandbox.spec.workdir, word)
+            workdir.mkdir(parents=True, exist_ok=True)
+            sandbox.give(sandbox.host_path("/" + sandbox.spec.workdir.split("/")[1]))
         elif word in ("COPY", "ADD"):
             _copy(Path(env_dir), sandbox, word, args)
         elif word == "ENV":
@@ -115,6 +117,7 @@ def _copy(context: Path, sandbox: Sandbox, word: str, args: str) -> None:
                 raise SandboxError(f"{word} {src}: not found in the build context {context} "
                                    "(sources must be inside environment/, as for docker build)")
             _place(path, target, into_dir, unpack=word == "ADD")
+    sandbox.give(sandbox.host_path("/" + sandbox_dest.split("/")[1]))
 
 
 def _place(src: Path, target: Path, into_dir: bool, unpack: bool) -> None:

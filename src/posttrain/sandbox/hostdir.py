@@ -47,21 +47,49 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _mount_tmpfs(root: Path, disk_mb: int) -> bool:
+def sandbox_host_uid() -> int | None:
+    """The unprivileged host uid sandboxes run as when we are root (POSTTRAIN_SANDBOX_UID,
+    default 65534 "nobody"); None when we are not root and run them as ourselves. Never
+    root: a process that is root on the host, even without capabilities, may write
+    root-owned files such as /proc/sys entries."""
+    if os.geteuid() != 0:
+        return None
+    uid = int(os.environ.get("POSTTRAIN_SANDBOX_UID", "65534"))
+    if uid == 0:
+        raise SandboxError("POSTTRAIN_SANDBOX_UID=0 would run sandboxed code as host root")
+    return uid
+
+
+def chown_tree(path: Path, uid: int | None) -> None:
+    """Give a host-written file or tree to the sandbox's host uid (no-op when None)."""
+    if uid is None or not os.path.lexists(path):
+        return
+    os.chown(path, uid, uid, follow_symlinks=False)
+    if os.path.isdir(path) and not os.path.islink(path):
+        for top, dirs, files in os.walk(path):
+            for name in dirs + files:
+                os.chown(os.path.join(top, name), uid, uid, follow_symlinks=False)
+
+
+def _mount_tmpfs(root: Path, disk_mb: int, uid: int | None) -> bool:
     """mount(2) a size-limited tmpfs on root (a syscall, not a `mount` process: fast)."""
     if os.geteuid() != 0:
         return False
-    opts = f"size={disk_mb}m,mode=0755".encode()
-    return _libc().mount(b"tmpfs", str(root).encode(), b"tmpfs", 0, opts) == 0
+    opts = f"size={disk_mb}m,mode=0755" + (f",uid={uid},gid={uid}" if uid is not None else "")
+    return _libc().mount(b"tmpfs", str(root).encode(), b"tmpfs", 0, opts.encode()) == 0
 
 
-def create_root(sandbox_id: str, disk_mb: int | None) -> tuple[Path, bool]:
-    """Make the directory tree; returns (root, whether a size-limited tmpfs backs it)."""
+def create_root(sandbox_id: str, disk_mb: int | None,
+                uid: int | None = None) -> tuple[Path, bool]:
+    """Make the directory tree, owned by `uid` where given; returns (root, whether a
+    size-limited tmpfs backs it)."""
     root = state_dir() / sandbox_id
     root.mkdir()
-    quota = bool(disk_mb) and _mount_tmpfs(root, disk_mb)
+    quota = bool(disk_mb) and _mount_tmpfs(root, disk_mb, uid)
     for name in (*WRITABLE, "ctl", "mnt"):
         (root / name).mkdir()
+        if uid is not None:
+            os.chown(root / name, uid, uid)
     return root, quota
 
 
@@ -106,13 +134,12 @@ def sandbox_path(root: Path, sandbox_path_: str) -> Path:
     return host
 
 
-def stage_mount(target: Path, source: Path) -> None:
-    """Copy `source` into a staged mount dir (bound read-only inside), replacing what was there."""
+def stage_mount(target: Path, source: Path, uid: int | None) -> None:
+    """Copy dir `source` into a staged mount dir (bound read-only inside), replacing what was
+    there; the copy belongs to the sandbox user so it can read files the host keeps private."""
     clear_dir(target)
-    if Path(source).is_dir():
-        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-    else:
-        shutil.copy2(source, target / Path(source).name)
+    shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    chown_tree(target, uid)
 
 
 def clear_dir(path: Path) -> None:

@@ -88,8 +88,8 @@ class Limits:
 
 def killed_by(timed_out: bool, output_killed: bool, before: dict | None, after: dict | None,
               exit_code: int) -> str:
-    """What stopped a command. A fork bomb that hit the pids limit and then the timeout
-    reports "pids" (with timed_out=True): the quota that held it is the useful answer."""
+    """What stopped a command: the quota that held it. A fork bomb that hit the pids limit
+    reports "pids" whether it then ended by itself or by the timeout (timed_out says which)."""
     hit = {k: bool(before and after and after[k] > before[k]) for k in ("oom_kill", "pids_max")}
     if hit["oom_kill"]:
         return "memory"
@@ -97,6 +97,6 @@ def killed_by(timed_out: bool, output_killed: bool, before: dict | None, after: 
         return "pids" if hit["pids_max"] else "timeout"
     if output_killed:
         return "output"
-    if hit["pids_max"] and exit_code != 0:
+    if hit["pids_max"]:
         return "pids"
     return "none"

@@ -79,7 +79,10 @@ class Namespace:
     def close(self) -> None:
         for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if f is not None:
-                f.close()
+                try:
+                    f.close()
+                except OSError:          # unflushed bytes to a dead runner
+                    pass
         if self.info_r >= 0:
             os.close(self.info_r)
             self.info_r = -1
@@ -95,8 +98,8 @@ def _signal(pid: int, send) -> None:
 class Runner:
     """The runner loop in a Namespace; one command at a time (callers serialise)."""
 
-    def __init__(self, ns: Namespace, ctl: Path):
-        self.ns, self.ctl, self.n = ns, ctl, 0
+    def __init__(self, ns: Namespace, ctl: Path, uid: int | None):
+        self.ns, self.ctl, self.n, self.uid = ns, ctl, 0, uid
         self._status = bytearray()
         self.exit_code: int | None = None
         self.dead = False
@@ -114,6 +117,8 @@ class Runner:
         fds, dummies = {}, []
         for name, ext in (("stdout", "out"), ("stderr", "err")):
             os.mkfifo(f"{base}.{ext}", 0o600)
+            if self.uid is not None:
+                os.chown(f"{base}.{ext}", self.uid, self.uid)
             fds[name] = os.open(f"{base}.{ext}", os.O_RDONLY | os.O_NONBLOCK)
             dummies.append(os.open(f"{base}.{ext}", os.O_WRONLY | os.O_NONBLOCK))
         try:
