@@ -1,0 +1,80 @@
+"""Eval harness throughput: trials per minute at --jobs 1, 4 and 16 on the built-in suite.
+
+    python bench/eval.py [--quick] [--json PATH]
+
+Two set-ups, each through the real `posttrain eval` code path (sandboxes, verifier, job
+directory writes) with one engine or endpoint shared by all trials:
+  tools  the tool-calling agent against a scripted OpenAI-compatible server on loopback
+         that plays each task's oracle (tests/evals/scripted_server.py): measures the
+         harness and sandbox cost per trial, the model costs ~nothing;
+  text   the embedded engine with a tiny untrained checkpoint built in-process, text
+         protocol, 6 turns x 40 tokens per trial: measures batched local generation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evals"))
+
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy  # noqa: E402
+from posttrain.evals.launch import EvalRequest, evaluate  # noqa: E402
+from posttrain.tasks import load_tasks  # noqa: E402
+from posttrain.tasks.suites import terminal_basics  # noqa: E402
+from scripted_server import Script, serve  # noqa: E402
+
+
+def tiny_checkpoint(root: Path) -> Path:
+    corpus = ["<bash>cat /app/data.txt</bash>", "<submit/>", "wc -l /app/notes.txt"] * 50
+    tok = build_tokenizer(corpus, vocab_size=400)
+    return save_policy(build_tiny_model(len(tok), seed=0), tok, root / "tiny-ckpt")
+
+
+def one_run(req: EvalRequest) -> dict:
+    t0 = time.perf_counter()
+    _, s = evaluate(req)
+    wall = time.perf_counter() - t0
+    return {"jobs": req.jobs, "trials": s["n_trials"], "wall_s": round(wall, 2),
+            "trials_per_min": round(60 * s["n_trials"] / wall, 1),
+            "passed": s["counts"]["passed"], "mean_s_per_trial": s["latency"]["mean_per_trial"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="8 tasks x k=2 instead of 16 x 4")
+    ap.add_argument("--json", help="write results here")
+    ap.add_argument("--jobs", default="1,4,16")
+    args = ap.parse_args()
+    n_tasks, k = (8, 2) if args.quick else (16, 4)
+    levels = [int(x) for x in args.jobs.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="bench-eval-"))
+    tasks_dir = root / "tasks"
+    terminal_basics.generate(tasks_dir, n_tasks, seed=1, split="heldout")
+    oracle = {t.instruction: t.oracle_steps() for t in load_tasks(tasks_dir)}
+    ckpt = tiny_checkpoint(root)
+    results = {"n_tasks": n_tasks, "k": k, "tools": [], "text": []}
+    with serve(Script(oracle)) as url:
+        for n in levels:
+            results["tools"].append(one_run(EvalRequest(
+                str(tasks_dir), "scripted", k, n, base_url=url, job=f"tools-{n}",
+                jobs_dir=str(root / "jobs"))))
+    for n in levels:
+        results["text"].append(one_run(EvalRequest(
+            str(tasks_dir), str(ckpt), k, n, job=f"text-{n}", jobs_dir=str(root / "jobs"),
+            settings={"max_turns": 6, "max_reply_tokens": 40})))
+    print(f"{'setup':<6} {'--jobs':>6} {'trials':>6} {'wall s':>8} {'trials/min':>10}")
+    for setup in ("tools", "text"):
+        for r in results[setup]:
+            print(f"{setup:<6} {r['jobs']:>6} {r['trials']:>6} {r['wall_s']:>8} "
+                  f"{r['trials_per_min']:>10}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
