@@ -30,7 +30,8 @@ def _spec(task: Optional[Path], memory_mb, pids, network, cpus):
         config = read_task(task).config
         env = config.environment
         spec = SandboxSpec(network=config.network_mode, memory_mb=env.memory_mb,
-                           cpus=float(env.cpus), env=dict(env.env), workdir=env.workdir)
+                           cpus=float(env.cpus), disk_mb=env.storage_mb, env=dict(env.env),
+                           workdir=env.workdir)
     spec.memory_mb = memory_mb or spec.memory_mb
     spec.pids = pids or spec.pids
     spec.cpus = cpus or spec.cpus
