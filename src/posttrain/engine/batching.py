@@ -8,14 +8,14 @@ from posttrain.engine.runner import Batch
 from posttrain.engine.sequence import Sequence
 
 
-def pack(feeds: list[tuple[Sequence, list[int]]], block_size: int, device) -> tuple[Batch, list[list[int]]]:
-    """Batch for feeding each sequence its tokens at positions num_computed..; returns the
-    Batch and, per sequence, the packed rows whose next-token logits are needed (those at or
-    past the sequence's last real token: none for a prefill chunk that stops short)."""
+def pack(feeds, block_size: int, device, starts: list[int] | None = None) -> tuple[Batch, list[list[int]]]:
+    """Batch for feeding each sequence its tokens at positions start.. (default num_computed);
+    returns the Batch and, per sequence, the packed rows whose next-token logits are needed
+    (those at or past the sequence's last real token: none for a prefill chunk that stops short)."""
     ids, positions, slots, q_lens, ctx_lens, tables, rows = [], [], [], [], [], [], []
     row = 0
-    for seq, feed in feeds:
-        start = seq.num_computed
+    for i, (seq, feed) in enumerate(feeds):
+        start = seq.num_computed if starts is None else starts[i]
         table = seq.block_table
         for j, tok in enumerate(feed):
             pos = start + j

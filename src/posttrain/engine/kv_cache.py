@@ -1,5 +1,8 @@
 """The paged KV tensors: one flat slot array per layer, slot = block * block_size + offset.
 
+Memory is reserved uninitialised (pages are only touched when written); one extra zeroed
+"null" block at index num_blocks is what padded attention positions read.
+
 int8 (opt-in, lossy) stores each token-head vector with one float scale (absmax / 127),
 which halves memory against bfloat16 and quarters it against float32.
 """
@@ -23,12 +26,17 @@ class KVCache:
         self.quantized = kv_dtype == "int8"
         self.compute_dtype = compute_dtype
         store = torch.int8 if self.quantized else getattr(torch, kv_dtype)
-        shape = (num_layers, num_blocks * block_size, num_kv_heads, head_dim)
-        self.k = torch.zeros(shape, dtype=store, device=device)
-        self.v = torch.zeros(shape, dtype=store, device=device)
+        self.null_block = num_blocks
+        shape = (num_layers, (num_blocks + 1) * block_size, num_kv_heads, head_dim)
+        self.k = torch.empty(shape, dtype=store, device=device)
+        self.v = torch.empty(shape, dtype=store, device=device)
+        tensors = [self.k, self.v]
         if self.quantized:
-            self.k_scale = torch.zeros(shape[:3], dtype=torch.float32, device=device)
-            self.v_scale = torch.zeros(shape[:3], dtype=torch.float32, device=device)
+            self.k_scale = torch.empty(shape[:3], dtype=torch.float32, device=device)
+            self.v_scale = torch.empty(shape[:3], dtype=torch.float32, device=device)
+            tensors += [self.k_scale, self.v_scale]
+        for t in tensors:
+            t[:, num_blocks * block_size :] = 0
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """slots: [N]; k, v: [N, KVH, D]."""

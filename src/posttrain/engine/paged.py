@@ -17,6 +17,7 @@ from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.batching import append_tokens, pack
 from posttrain.engine.block_manager import BlockManager
 from posttrain.engine.config import EngineConfig
+from posttrain.engine.draft import draft_budget, propose_with_draft
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
 from posttrain.engine.runner import ModelRunner
 from posttrain.engine.sampling import make_generators, process_logits, row_params, sample_rows
@@ -68,6 +69,8 @@ class PagedEngine(Engine):
         if self.config.spec_method == "draft":
             if draft_model is None:
                 raise ValueError("spec_method='draft' needs a draft_model")
+            if draft_model.config.vocab_size != model.config.vocab_size:
+                raise ValueError("the draft model must share the target's vocabulary")
             self.draft = ModelRunner(draft_model.to(self.device).eval())
             self.draft_kv = self._new_kv(self.draft)
 
@@ -224,15 +227,11 @@ class PagedEngine(Engine):
 
     def _propose(self, decodes: list[Sequence], room: dict) -> dict:
         """Draft tokens per decoding sequence: n-gram prompt lookup or the draft model."""
-        c = self.config
-        out = {}
         if self.draft is not None:
-            from posttrain.engine.draft import propose_with_draft
-
             return propose_with_draft(self, decodes, room)
+        c, out = self.config, {}
         for seq in decodes:
-            k = min(room.get(seq, 0), c.spec_tokens, seq.params.max_tokens - len(seq.output) - 1)
-            k = min(k, self.max_model_len - len(seq.tokens) - 1)
+            k = draft_budget(self, seq, room.get(seq, 0))
             d = propose_ngram(seq.tokens, k, c.ngram_max, c.ngram_min) if k > 0 else []
             if d:
                 out[seq] = (d, None)

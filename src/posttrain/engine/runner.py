@@ -58,7 +58,7 @@ class ModelRunner:
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
-        plan = _attention_plan(batch, kv.block_size, self.device)
+        plan = _attention_plan(batch, kv.block_size, kv.null_block, self.device)
         h = h[0]
         for li, layer in enumerate(inner.layers):
             attn = layer.self_attn
@@ -78,8 +78,11 @@ class ModelRunner:
         return self.model.lm_head(h).float()
 
 
-def _attention_plan(batch: Batch, block_size: int, device) -> list[dict]:
-    """Group sequences into decode (q_len 1) and multi-token sets with padded gather indices."""
+def _attention_plan(batch: Batch, block_size: int, null_block: int, device) -> list[dict]:
+    """Group sequences into decode (q_len 1) and multi-token sets with padded gather indices.
+
+    Key positions past a sequence's context read the zeroed null block, never stale slots.
+    """
     groups = {}
     for s, q in enumerate(batch.q_lens):
         groups.setdefault(q == 1, []).append(s)
@@ -103,9 +106,10 @@ def _attention_plan(batch: Batch, block_size: int, device) -> list[dict]:
         offs = torch.arange(block_size)
         index = (tables.unsqueeze(-1) * block_size + offs).view(len(seqs), -1)[:, :lmax]
         ctx = torch.tensor([batch.ctx_lens[s] for s in seqs])
+        keys = torch.arange(lmax)
+        index = torch.where(keys < ctx.unsqueeze(-1), index, null_block * block_size)
         qlen = torch.tensor([batch.q_lens[s] for s in seqs])
         qpos = (ctx - qlen).unsqueeze(-1) + torch.arange(qmax)  # [G, Qmax] absolute positions
-        keys = torch.arange(lmax)
         mask = (keys.view(1, 1, -1) <= qpos.unsqueeze(-1)) & (keys.view(1, 1, -1) < ctx.view(-1, 1, 1))
         plan.append(
             dict(
