@@ -2,7 +2,6 @@
 
 import pytest
 
-from posttrain.tasks import load_tasks
 from posttrain.tasks.suites import terminal_basics
 
 
@@ -16,4 +15,6 @@ def task_dir(tmp_path):
 @pytest.fixture
 def oracle(task_dir):
     """{instruction: oracle shell steps}, what the scripted server plays."""
-    return {t.instruction: t.oracle_steps() for t in load_tasks(task_dir)}
+    from scripted_server import oracle_map
+
+    return oracle_map(task_dir)

@@ -36,6 +36,22 @@ class Script:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def oracle_map(tasks_dir) -> dict[str, list[str]]:
+    """{instruction: oracle steps}; task dirs whose instruction repeats an earlier one are
+    deleted, since the server knows a task only by its instruction."""
+    import shutil
+
+    from posttrain.tasks import load_tasks
+
+    out: dict[str, list[str]] = {}
+    for t in load_tasks(tasks_dir):
+        if t.instruction in out:
+            shutil.rmtree(t.path)
+        else:
+            out[t.instruction] = t.oracle_steps()
+    return out
+
+
 def _tool_call(i: int, name: str, arguments: str) -> dict:
     return {"id": f"call_{i}", "type": "function",
             "function": {"name": name, "arguments": arguments}}

@@ -9,6 +9,7 @@ from posttrain.evals.chatclient import ChatClient, RetryPolicy
 from posttrain.evals.launch import EvalRequest, build_conditions, evaluate, read_tasks
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.runner import ToolExecutor, run_job
+from posttrain.evals.trials import TaskSandboxes
 from scripted_server import Script, serve
 
 
@@ -27,10 +28,12 @@ def _run_with_fast_retries(tmp_path, task_dir, url, k=1):
     c = build_conditions(req, tasks)
     client = ChatClient(url, "scripted", retry=RetryPolicy(max_retries=2, base_delay_s=0.01))
     job = JobDir(tmp_path / "jobs" / "r").open(c)
+    sandboxes = TaskSandboxes(tasks, "bwrap", warm=2)
     try:
-        return job, run_job(job, tasks, c, ToolExecutor(client, c, "bwrap", 2))
+        return job, run_job(job, tasks, c, ToolExecutor(client, c, sandboxes, 2))
     finally:
         job.close()
+        sandboxes.close()
         client.close()
 
 

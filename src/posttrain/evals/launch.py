@@ -20,6 +20,7 @@ from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
 from posttrain.evals.record import TrialRecord
 from posttrain.evals.runner import ToolExecutor, run_job
+from posttrain.evals.trials import TaskSandboxes
 from posttrain.tasks import Task, load_tasks
 
 
@@ -61,7 +62,7 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
                           **settings)
 
 
-def make_executor(req: EvalRequest, c: EvalConditions):
+def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task]):
     """(executor, close) for the request's protocol."""
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
@@ -72,10 +73,16 @@ def make_executor(req: EvalRequest, c: EvalConditions):
                         max_connections=max(8, req.jobs * 2))
     try:
         client.check_reachable()
+        sandboxes = TaskSandboxes(tasks, req.backend, warm=req.jobs)
     except BaseException:
         client.close()
         raise
-    return ToolExecutor(client, c, req.backend, req.jobs), client.close
+
+    def close() -> None:
+        sandboxes.close()
+        client.close()
+
+    return ToolExecutor(client, c, sandboxes, req.jobs), close
 
 
 def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None = None,
@@ -89,7 +96,7 @@ def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None
         already = len(job.done())
         if on_start:
             on_start(job.path, len(tasks) * c.k, already)
-        executor, close = make_executor(req, c)
+        executor, close = make_executor(req, c, tasks)
         try:
             summary = run_job(job, tasks, c, executor, prices, req.jobs, on_trial)
         finally:

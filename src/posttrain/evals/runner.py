@@ -20,7 +20,7 @@ from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import Price, trial_cost
 from posttrain.evals.record import TrialOutput, TrialRecord
 from posttrain.evals.summary import summarize
-from posttrain.evals.trials import run_tool_trial
+from posttrain.evals.trials import TaskSandboxes, run_tool_trial
 from posttrain.tasks import Task
 
 
@@ -34,13 +34,13 @@ class ToolExecutor:
 
     client: ChatClient
     conditions: EvalConditions
-    backend: str
+    sandboxes: TaskSandboxes
     n_jobs: int
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         with ThreadPoolExecutor(self.n_jobs) as pool:
             futures = [pool.submit(run_tool_trial, t, a, self.client, self.conditions,
-                                   self.backend) for t, a in items]
+                                   self.sandboxes) for t, a in items]
             for f in as_completed(futures):
                 yield f.result()
 

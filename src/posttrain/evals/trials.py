@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from posttrain.agent.trial import open_task_sandbox, verify
+from posttrain.agent.trial import sandbox_spec, verify
 from posttrain.evals import taxonomy
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import EvalConditions
@@ -18,6 +18,8 @@ from posttrain.evals.jobdir import now_iso
 from posttrain.evals.record import TrialOutput, TrialRecord
 from posttrain.evals.toolagent import AgentLimits, run_agent
 from posttrain.sandbox import Sandbox
+from posttrain.sandbox.environment import prepare_environment
+from posttrain.sandbox.pool import SandboxPool
 from posttrain.tasks import Task
 
 MAX_VERIFIER_FILE_BYTES = 64 * 1024
@@ -35,6 +37,32 @@ def with_timeouts(task: Task, c: EvalConditions) -> Task:
     return replace(task, config=cfg)
 
 
+class TaskSandboxes:
+    """Sandboxes for trials from one warm pool shared by the job: acquire applies the task's
+    environment; release resets the sandbox (processes killed, /app /tmp /logs emptied)
+    and keeps it warm for the next trial."""
+
+    def __init__(self, tasks: list[Task], backend: str, warm: int):
+        specs = [sandbox_spec(t) for t in tasks]
+        common = max(specs, key=specs.count) if specs else None
+        self.pool = SandboxPool(common, backend, warm=warm, max_total=max(64, 2 * warm))
+
+    def acquire(self, task: Task) -> Sandbox:
+        sb = self.pool.acquire(task.domain or "default", sandbox_spec(task))
+        try:
+            prepare_environment(task.environment_dir, sb)
+        except BaseException:
+            self.pool.release(sb, reuse=False)
+            raise
+        return sb
+
+    def release(self, sandbox: Sandbox) -> None:
+        self.pool.release(sandbox)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
 def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
     """Text files the verifier left in /logs/verifier, plus the test script's output."""
     files = {"test-output.txt": test_output}
@@ -46,7 +74,7 @@ def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
 
 
 def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditions,
-                   backend: str) -> TrialOutput:
+                   sandboxes: TaskSandboxes) -> TrialOutput:
     """Run one attempt; never raises for a trial-level failure, records it instead."""
     task = with_timeouts(task, c)
     rec = TrialRecord(task.id, attempt, "infra_error", None, started_at=now_iso())
@@ -54,7 +82,7 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
     files: dict[str, str] = {}
     run = None
     try:
-        sandbox = open_task_sandbox(task, backend)
+        sandbox = sandboxes.acquire(task)
     except Exception as e:  # the environment could not be built: not the model's fault
         rec.error = f"sandbox setup failed: {type(e).__name__}: {e}"
         return _finish(rec, t0, run, files, c)
@@ -78,7 +106,7 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
     except Exception as e:
         rec.status, rec.error = "infra_error", f"{type(e).__name__}: {e}"
     finally:
-        sandbox.close()
+        sandboxes.release(sandbox)
     return _finish(rec, t0, run, files, c)
 
 
