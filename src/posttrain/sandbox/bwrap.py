@@ -32,9 +32,6 @@ from posttrain.types import ExecResult
 
 KILLED_EXIT = 137
 NETWORK_MODES = ("no-network", "public")
-# Waits until the host has moved it into the sandbox's cgroups, then becomes bwrap:
-# nothing can fork outside the groups, and no root-owned helper is needed.
-LAUNCH = 'read -r _ <&"$1"; x=$1; exec {x}<&-; shift; exec "$@"'
 
 
 def exit_code_of(returncode: int) -> int:
@@ -101,12 +98,12 @@ class BwrapSandbox(Sandbox):
         argv = bwrap_args.bwrap_argv(
             self.bwrap, self.root, network=self.spec.network, workdir="/",
             env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra)
-        argv += ["--", *command]
         sync_w = None
-        if self.cgroup:
-            sync_r, sync_w = os.pipe()
+        if self.cgroup:     # bwrap waits (after setting up, before forking the command)
+            sync_r, sync_w = os.pipe()      # until we have moved it into the cgroups
             fds.append(sync_r)
-            argv = ["/bin/bash", "-c", LAUNCH, "launch", str(sync_r), *argv]
+            argv += ["--block-fd", str(sync_r)]
+        argv += ["--", *command]
         if self.uid is not None:
             popen.update(user=self.uid, group=self.uid, extra_groups=[])
         try:
@@ -119,12 +116,16 @@ class BwrapSandbox(Sandbox):
         return ns
 
     def _enter_cgroup(self, ns: Namespace, sync_w: int) -> None:
+        """Move bwrap and its namespace init into the cgroups while bwrap sets up the
+        mounts (migration is slow on cgroup v1: this overlaps it), then let it go on."""
         try:
+            pids = [ns.proc.pid, ns.wait_init_pid(timeout_s=10.0)]
             for procs in self.cgroup.procs_files():
-                with open(procs, "w") as f:
-                    f.write(str(ns.proc.pid))
+                for pid in pids:
+                    with open(procs, "w") as f:
+                        f.write(str(pid))
             os.write(sync_w, b"go\n")
-        except OSError:
+        except (OSError, TypeError):
             ns.kill()                # never run outside the quotas
         finally:
             os.close(sync_w)

@@ -13,12 +13,13 @@ sending N, so output is read live, nothing blocks, and nothing is lost.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 RUNNER_SCRIPT = r"""
@@ -29,6 +30,7 @@ while IFS= read -r n; do
 done
 """
 STATUS = re.compile(rb"^(\d+) (\d+)$", re.M)
+CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
 
 
 def wrapper_script(command: str, env: dict[str, str], workdir: str,
@@ -46,6 +48,7 @@ class Namespace:
 
     def __init__(self, proc: subprocess.Popen, info_r: int):
         self.proc, self.info_r, self.child_pid = proc, info_r, None
+        self._info = bytearray()
 
     @classmethod
     def spawn(cls, argv: list[str], pass_fds: tuple[int, ...], info_w: int,
@@ -57,13 +60,31 @@ class Namespace:
         return cls(proc, info_r)
 
     def init_pid(self) -> int | None:
-        """Host pid of the namespace's init, once bwrap has reported it."""
-        if self.child_pid is None and self.info_r >= 0:
+        """Host pid of the namespace's init, once bwrap has reported it (non-blocking)."""
+        while self.child_pid is None and self.info_r >= 0:
             os.set_blocking(self.info_r, False)
             try:
-                self.child_pid = json.loads(os.read(self.info_r, 4096))["child-pid"]
-            except (BlockingIOError, ValueError, KeyError):
-                pass
+                data = os.read(self.info_r, 4096)
+            except BlockingIOError:
+                break
+            if not data:
+                break
+            self._info += data              # bwrap writes its JSON in several pieces
+            m = CHILD_PID.search(bytes(self._info))
+            if m:
+                self.child_pid = int(m.group(1))
+        return self.child_pid
+
+    def wait_init_pid(self, timeout_s: float) -> int | None:
+        """Block until bwrap reports its init's pid (it does so right after cloning it)."""
+        deadline = time.monotonic() + timeout_s
+        while self.init_pid() is None and self.info_r >= 0:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.info_r], [], [], left)[0]:
+                break
+            if self.proc.poll() is not None:
+                self.init_pid()
+                break
         return self.child_pid
 
     def kill(self) -> None:
