@@ -21,6 +21,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "posttrain.commands.sandbox",
     "posttrain.commands.quickstart",
+    "posttrain.commands.tasks",
     "posttrain.commands.eval",
 ]
 
