@@ -117,12 +117,29 @@ class PagedEngine(Engine):
 
     # ---- requests and steps ----------------------------------------------------------------
 
-    def add(self, prompts: list[list[int]], params: SamplingParams, generators=None) -> list[Sequence]:
-        """Queue prompts; identical prompts in one call share one prefill (forked after it)."""
+    def check_request(self, prompts: list[list[int]], params: SamplingParams) -> None:
+        """Raise ValueError if these prompts can never run on this engine."""
         validate_prompts(prompts, self.model.config.vocab_size, self.max_model_len, params.max_tokens)
-        need = self.blocks.blocks_for(min(max(map(len, prompts)) + params.max_tokens + self.config.spec_tokens, self.max_model_len + self.config.spec_tokens))
+        longest = min(max(map(len, prompts)) + params.max_tokens, self.max_model_len)
+        need = self.blocks.blocks_for(longest + self.config.spec_tokens)
         if need > self.num_blocks:
             raise ValueError(f"a request needs {need} KV blocks but the cache has {self.num_blocks}")
+
+    def abort(self, seqs: list[Sequence]) -> None:
+        """Drop unfinished sequences (a client went away); their blocks are freed at once."""
+        for seq in seqs:
+            if seq.finished:
+                continue
+            seq.finish_reason = "abort"
+            seq.children = []
+            if seq in self.scheduler.waiting:
+                self.scheduler.waiting.remove(seq)
+            elif seq in self.scheduler.running:
+                self.scheduler.finish(seq)
+
+    def add(self, prompts: list[list[int]], params: SamplingParams, generators=None) -> list[Sequence]:
+        """Queue prompts; identical prompts in one call share one prefill (forked after it)."""
+        self.check_request(prompts, params)
         gens = generators or make_generators(params.seed, len(prompts))
         parents: dict[tuple, Sequence] = {}
         seqs = []

@@ -1,0 +1,1 @@
+"""HTTP serving: an OpenAI-compatible server around the embedded engine."""
