@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "posttrain.commands.quickstart",
     "posttrain.commands.tasks",
     "posttrain.commands.eval",
+    "posttrain.commands.serve",
+    "posttrain.commands.models",
 ]
 
 

@@ -1,0 +1,53 @@
+"""`posttrain serve --model DIR`: the OpenAI-compatible server on loopback by default."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+
+def serve(
+    model: str = typer.Option(..., "--model", help="HF checkpoint dir or a packaged model name."),
+    host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
+    port: int = typer.Option(8000),
+    name: Optional[str] = typer.Option(None, help="Model id to report (default: dir name)."),
+    spec: str = typer.Option("none", help="Speculative decoding: none | ngram | draft."),
+    draft_model: Optional[str] = typer.Option(None, help="Draft checkpoint dir for --spec draft."),
+    kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
+    max_num_seqs: int = typer.Option(256),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)."),
+) -> None:
+    """Serve /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics."""
+    from pathlib import Path
+
+    import torch
+    import uvicorn
+
+    from posttrain.engine.config import EngineConfig
+    from posttrain.engine.gguf_import import PACKAGED, ensure_model
+    from posttrain.engine.local import LocalEngine
+    from posttrain.engine.tiny import load_policy
+    from posttrain.errors import PosttrainError
+    from posttrain.serve.app import create_app
+
+    if threads:
+        torch.set_num_threads(threads)
+    path = ensure_model(model) if model in PACKAGED else Path(model)
+    policy, tokenizer = load_policy(path)
+    draft = load_policy(draft_model)[0] if draft_model else None
+    try:
+        config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs)
+        engine = LocalEngine(policy, tokenizer, config=config, draft_model=draft)
+    except ValueError as e:
+        raise PosttrainError(str(e)) from e
+    console = Console()
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(f"[yellow]warning:[/yellow] listening on {host}: the API has no authentication")
+    console.print(f"serving {path} as {name or path.name} on http://{host}:{port}/v1")
+    uvicorn.run(create_app(engine, name or path.name), host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
