@@ -86,10 +86,11 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str) -> TextExec
     """Load the checkpoint directory named by c.model into an embedded engine."""
     from posttrain.engine.local import LocalEngine
     from posttrain.engine.tiny import load_policy
+    from posttrain.evals.framing import framer_for
 
     model, tokenizer = load_policy(c.model)
     max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
     cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
                       observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
                       max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
-    return TextExecutor(LocalEngine(model, tokenizer), ChatFramer(tokenizer), c, cfg, n_jobs)
+    return TextExecutor(LocalEngine(model, tokenizer), framer_for(tokenizer), c, cfg, n_jobs)

@@ -1,0 +1,71 @@
+"""Text-protocol framing for checkpoints that bring their own chat template (e.g. SmolLM2's
+ChatML), beside posttrain.agent.chat.ChatFramer for the embedded tiny tokenizer.
+
+The framing is derived from the tokenizer's own template, so any template works:
+- prompt:       template([system, user], add_generation_prompt=True)
+- observation:  what the template puts after an assistant reply's end token, then the
+                observation as a `user` turn and the generation prompt.
+Token-in/token-out as in ChatFramer: each piece is tokenised alone and appended.
+"""
+
+from __future__ import annotations
+
+from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
+from posttrain.errors import PosttrainError
+
+_MARK = "\x00REPLY\x00"
+
+
+class TemplateFramer:
+    """Same interface as ChatFramer: prompt, observation, reply, decode_reply, end_id."""
+
+    def __init__(self, tokenizer, system_prompt: str = SYSTEM_PROMPT, observation_role: str = "user"):
+        if not getattr(tokenizer, "chat_template", None) or tokenizer.eos_token_id is None:
+            raise PosttrainError("the checkpoint's tokenizer has no chat template or no eos token")
+        self.tokenizer, self.system_prompt, self.role = tokenizer, system_prompt, observation_role
+        self.end_id = tokenizer.eos_token_id
+        end = tokenizer.eos_token
+        base = [{"role": "system", "content": system_prompt}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": _MARK}]
+        with_reply = self._render(base, False)
+        after = with_reply[with_reply.index(_MARK) + len(_MARK):]
+        if not after.startswith(end):
+            raise PosttrainError("the chat template does not end assistant turns with the eos token")
+        self._after_end = after[len(end):]
+        self._obs_prefix, self._obs_suffix = self._observation_parts(base, with_reply)
+
+    def _render(self, messages, generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=generation_prompt)
+
+    def _observation_parts(self, base, with_reply) -> tuple[str, str]:
+        full = self._render(base + [{"role": self.role, "content": _MARK}], True)
+        tail = full[len(with_reply):]
+        prefix, _, suffix = tail.partition(_MARK)
+        return prefix, suffix
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def prompt(self, instruction: str) -> list[int]:
+        return self._encode(self._render([{"role": "system", "content": self.system_prompt},
+                                          {"role": "user", "content": instruction.strip()}], True))
+
+    def observation(self, text: str) -> list[int]:
+        return self._encode(self._after_end + self._obs_prefix + text + self._obs_suffix)
+
+    def reply(self, text: str) -> list[int]:
+        return self._encode(text) + [self.end_id]
+
+    def decode_reply(self, ids: list[int]) -> tuple[str, bool]:
+        terminated = bool(ids) and ids[-1] == self.end_id
+        body = ids[:-1] if terminated else ids
+        return self.tokenizer.decode(body, skip_special_tokens=False), terminated
+
+
+def framer_for(tokenizer):
+    """ChatFramer for the embedded tokenizer (it has <|end|> and <|tool|>), else the template's."""
+    vocab = tokenizer.get_vocab()
+    if "<|end|>" in vocab and "<|tool|>" in vocab:
+        return ChatFramer(tokenizer)
+    return TemplateFramer(tokenizer)
