@@ -44,3 +44,17 @@ def test_local_checkpoint_text_protocol_via_cli(tmp_path, task_dir, checkpoint):
     report = CliRunner().invoke(app, ["eval", "report", str(path)])
     assert report.exit_code == 0, report.output
     assert "data:image/png;base64," in (path / "report.html").read_text()
+
+
+def test_engine_failure_is_an_infra_error_not_a_crash(tmp_path, task_dir):
+    """A checkpoint whose model vocabulary is smaller than its tokenizer's: generate raises."""
+    tok = build_tokenizer(["<bash>ls</bash>"] * 10, vocab_size=300)
+    bad = save_policy(build_tiny_model(64, seed=0), tok, tmp_path / "bad")
+    from posttrain.evals.launch import EvalRequest, evaluate
+
+    req = EvalRequest(str(task_dir), str(bad), k=1, jobs=4, job="bad", jobs_dir=str(tmp_path / "jobs"),
+                      settings={"max_infra_retries": 1})
+    _, s = evaluate(req)
+    assert s["counts"]["infra_error"] == 4 and s["infra_retries"] == 4
+    rec = json.loads((tmp_path / "jobs/bad/heldout-0000-find-word__0/result.json").read_text())
+    assert "outside [0, 64)" in rec["error"]

@@ -76,7 +76,11 @@ class TextExecutor:
         for i in range(0, len(items), self.n_jobs):
             batch = [(with_timeouts(t, c), a) for t, a in items[i:i + self.n_jobs]]
             started, t0 = now_iso(), time.perf_counter()
-            episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config)
+            try:
+                episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config)
+            except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
+                error = f"{type(e).__name__}: {e}"
+                episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
             wall = time.perf_counter() - t0
             for ep in episodes:
                 yield episode_output(ep, c, self.framer, wall, started)
