@@ -160,7 +160,8 @@ def test_close_is_idempotent_and_removes_files():
 def test_close_kills_running_command(host_pids):
     sb = open_sandbox("bwrap")
     marker = "876.54321"
-    t = threading.Thread(target=lambda: sb.exec(f"sleep {marker}", timeout_s=30))
+    results = []
+    t = threading.Thread(target=lambda: results.append(sb.exec(f"sleep {marker}", timeout_s=30)))
     t.start()
     deadline = time.monotonic() + 5
     while not host_pids(marker) and time.monotonic() < deadline:
@@ -169,6 +170,7 @@ def test_close_kills_running_command(host_pids):
     t.join(timeout=5)
     assert not t.is_alive()
     assert host_pids(marker) == []
+    assert results and results[0].exit_code == 137          # a result, not an exception
 
 
 def test_concurrent_execs(sandbox):

@@ -34,6 +34,17 @@ KILLED_EXIT = 137
 NETWORK_MODES = ("no-network", "public")
 
 
+def _once(fn):
+    """fn, callable many times, run only the first."""
+    done = []
+
+    def call():
+        if not done:
+            done.append(True)
+            fn()
+    return call
+
+
 def exit_code_of(returncode: int) -> int:
     """A shell-style exit code: 128+N for a process killed by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -170,19 +181,16 @@ class BwrapSandbox(Sandbox):
         self._stage(mounts)
         before = self.cgroup.counters() if self.cgroup else None
         fds, dummies = runner.begin(script)
-        closers = {"dummies": lambda: [os.close(fd) for fd in dummies]}
-
-        def on_done():
-            closers.pop("dummies", lambda: None)()
-
+        on_done = _once(lambda: [os.close(fd) for fd in dummies])
         got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
                       hard_limit=self.limits.hard_output, kill=self._kill_runner,
                       done=runner.finished, on_done=on_done,
                       control={runner.ns.proc.stdout.fileno(): runner.on_status})
         on_done()
         self._release_fds(fds, got)
-        runner.cleanup()
-        self._stage({})
+        if not self._closed:            # close() from another thread removes the files
+            runner.cleanup()
+            self._stage({})
         if runner.dead and self._runner is runner:
             self._kill_runner()     # it died by itself (OOM, or killed from inside)
         code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
