@@ -105,3 +105,11 @@ def test_cpu_time_limit():
 def test_docker_backend_without_engine_names_what_is_missing():
     with pytest.raises(SandboxError, match="[Dd]ocker"):
         open_sandbox("docker")
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_command_longer_than_one_argument(warm):
+    heredoc = "cat > /app/big <<'EOF'\n" + ("b" * 99 + "\n") * 3000 + "EOF\nwc -c < /app/big"
+    with open_sandbox("bwrap", SandboxSpec(warm=warm)) as sb:
+        r = sb.exec(heredoc)
+        assert (r.exit_code, r.stdout) == (0, "300000\n")

@@ -31,6 +31,7 @@ from posttrain.sandbox.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_s
 from posttrain.types import ExecResult
 
 KILLED_EXIT = 137
+LONG_COMMAND = 100_000      # bytes; longer commands go through a file (one argv string <= 128 KiB)
 NETWORK_MODES = ("no-network", "public")
 
 
@@ -149,15 +150,21 @@ class BwrapSandbox(Sandbox):
         self._record(runner_pid=ns.proc.pid, runner_start=hostdir.process_start(ns.proc.pid))
         return self._runner
 
-    def _script(self, command: str, env: dict[str, str] | None) -> str:
+    def _script(self, command: str, env: dict[str, str] | None, files: list[Path]) -> str:
         workdir = self.spec.workdir
         if workdir.split("/")[1:2] and workdir.split("/")[1] in hostdir.WRITABLE:
             path = self.host_path(workdir)
             if not path.is_dir():
                 path.mkdir(parents=True, exist_ok=True)
                 self.give(self.host_path("/" + workdir.split("/")[1]))
+        command_file = None
+        if len(command.encode()) > LONG_COMMAND:
+            name = f"cmd-{uuid.uuid4().hex[:8]}"
+            files.append(self.root / "ctl" / name)
+            files[-1].write_text(command)
+            command_file = f"/run/ctl/{name}"
         return wrapper_script(command, bwrap_args.base_env(self.spec.env, env), workdir,
-                              self.limits.ulimits(self.cgroup, self._tmpfs))
+                              self.limits.ulimits(self.cgroup, self._tmpfs), command_file)
 
     def exec(self, command: str, timeout_s: float = 60.0, env: dict[str, str] | None = None,
              mounts: dict[str, Path] | None = None) -> ExecResult:
@@ -168,12 +175,20 @@ class BwrapSandbox(Sandbox):
             if not dest.startswith("/") or not Path(src).exists():
                 raise SandboxError(f"bad mount {dest!r} <- {str(src)!r}: the sandbox path must "
                                    "be absolute and the host path must exist")
-        script = self._script(command, env)
-        staged = self.spec.mount_points
-        if self.spec.warm and all(d in staged and Path(s).is_dir() for d, s in mounts.items()):
-            with self._lock:
-                return self._exec_warm(script, timeout_s, mounts)
-        return self._exec_oneshot(script, timeout_s, mounts)
+        files: list[Path] = []
+        try:
+            script = self._script(command, env, files)
+            staged = self.spec.mount_points
+            if self.spec.warm and all(d in staged and Path(s).is_dir() for d, s in mounts.items()):
+                with self._lock:
+                    return self._exec_warm(script, timeout_s, mounts)
+            name = f"once-{uuid.uuid4().hex[:8]}.sh"
+            files.append(self.root / "ctl" / name)
+            files[-1].write_text(script)
+            return self._exec_oneshot(f"/run/ctl/{name}", timeout_s, mounts)
+        finally:
+            for path in files:
+                path.unlink(missing_ok=True)
 
     def _exec_warm(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
         start = time.monotonic()
@@ -223,12 +238,13 @@ class BwrapSandbox(Sandbox):
             runner.ns.kill()
             runner.ns.close()
 
-    def _exec_oneshot(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
+    def _exec_oneshot(self, script_path: str, timeout_s: float,
+                      mounts: dict[str, Path]) -> ExecResult:
         start = time.monotonic()
         before = self.cgroup.counters() if self.cgroup else None
         copies = self._copy_mounts(mounts)
         try:
-            ns = self._spawn(["/bin/bash", "-c", script], copies, (), stdin=subprocess.DEVNULL,
+            ns = self._spawn(["/bin/bash", script_path], copies, (), stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             return self._run_oneshot(ns, start, timeout_s, before)
         finally:

@@ -33,13 +33,15 @@ STATUS = re.compile(rb"^(\d+) (\d+)$", re.M)
 CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
 
 
-def wrapper_script(command: str, env: dict[str, str], workdir: str,
-                   ulimits: list[str]) -> str:
-    """The per-exec script: limits, the whole environment, cd, then `bash -c command`."""
+def wrapper_script(command: str, env: dict[str, str], workdir: str, ulimits: list[str],
+                   command_file: str | None = None) -> str:
+    """The per-exec script: limits, the whole environment, cd, then `bash -c command`
+    (or `bash command_file` for a command too long for one argument, over 128 KiB)."""
     lines = [f"ulimit {u} 2>/dev/null" for u in ulimits]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    lines += [f"cd -- {shlex.quote(workdir)} || exit 1",
-              f"exec /bin/bash -c {shlex.quote(command)}"]
+    run = f"/bin/bash {shlex.quote(command_file)}" if command_file else \
+        f"/bin/bash -c {shlex.quote(command)}"
+    lines += [f"cd -- {shlex.quote(workdir)} || exit 1", f"exec {run}"]
     return "\n".join(lines) + "\n"
 
 
