@@ -34,18 +34,26 @@ def reap(state: Path | None = None) -> ReapReport:
     report = ReapReport()
     live = set()
     for root in sorted(state.iterdir()):
-        if root.name.startswith((".", "etc-")) or not root.is_dir():
+        if root.name.startswith((".", "etc-")):
             continue
-        record = hostdir.read_owner(root)
-        if record and hostdir.owner_alive(record):
-            live.add(root.name)
+        try:
+            if _is_live(root):
+                live.add(root.name)
+            else:
+                _reclaim(root, hostdir.read_owner(root) or {}, report)
+        except FileNotFoundError:       # its owner closed it while we looked
             continue
-        if record is None and time.time() - root.stat().st_mtime < GRACE_S:
-            live.add(root.name)
-            continue
-        _reclaim(root, record or {}, report)
     _reap_cgroups(live, report)
     return report
+
+
+def _is_live(root: Path) -> bool:
+    if not root.is_dir():
+        return True                     # not a sandbox dir: leave it alone
+    record = hostdir.read_owner(root)
+    if record is not None:
+        return hostdir.owner_alive(record)
+    return time.time() - root.stat().st_mtime < GRACE_S
 
 
 def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
@@ -75,7 +83,9 @@ def _remove_cgroup(path: Path) -> int:
 
 
 def _reap_cgroups(live: set[str], report: ReapReport) -> None:
-    """posttrain-<id> groups under our own groups whose sandbox is not live."""
+    """Empty posttrain-<id> groups under our own groups whose sandbox is not live here.
+    Groups with processes are left alone: they may belong to a sandbox under another
+    POSTTRAIN_SANDBOX_DIR (the owner.json of a dead owner names its groups: _reclaim)."""
     try:
         own = _own_paths()
     except OSError:
@@ -86,6 +96,7 @@ def _reap_cgroups(live: set[str], report: ReapReport) -> None:
         if not parent.is_dir():
             continue
         for child in parent.glob("posttrain-*"):
-            if child.name.removeprefix("posttrain-") not in live and child.is_dir():
-                report.processes_killed += _remove_cgroup(child)
+            name = child.name.removeprefix("posttrain-")
+            if name not in live and child.is_dir() and not Cgroup("v1", {"": child}).pids():
+                _remove_cgroup(child)
                 report.cgroups_removed += 1
