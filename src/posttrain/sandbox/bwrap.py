@@ -26,6 +26,7 @@ from posttrain.sandbox import bwrap_args, hostdir, seccomp
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 from posttrain.sandbox.capture import Captured, Sink, capture
 from posttrain.sandbox.cgroups import Cgroup
+from posttrain.sandbox.launch import Launcher
 from posttrain.sandbox.limits import Limits, killed_by
 from posttrain.sandbox.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_script
 from posttrain.types import ExecResult
@@ -79,6 +80,8 @@ class BwrapSandbox(Sandbox):
                                       self.limits.pids, spec.cpus)
             self._seccomp = seccomp.build_filter()
             self.enforcement = self.limits.enforcement(self.cgroup, self._tmpfs, self._seccomp)
+            self._launcher = Launcher(self.bwrap, self.root, spec.network, self._seccomp,
+                                      self.uid)
             self._record()
             if spec.warm:
                 self._start_runner()
@@ -98,49 +101,10 @@ class BwrapSandbox(Sandbox):
 
     def _spawn(self, command: list[str], mounts: dict[str, Path] | None, staged: tuple[str, ...],
                **popen) -> Namespace:
-        info_r, info_w = os.pipe()
-        fds = [info_w]
-        extra = ["--info-fd", str(info_w)]
-        if self._seccomp:
-            sec_r, sec_w = os.pipe()
-            os.write(sec_w, self._seccomp)
-            os.close(sec_w)
-            fds.append(sec_r)
-            extra += ["--seccomp", str(sec_r)]
-        argv = bwrap_args.bwrap_argv(
-            self.bwrap, self.root, network=self.spec.network, workdir="/",
-            env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra)
-        sync_w = None
-        if self.cgroup:     # bwrap waits (after setting up, before forking the command)
-            sync_r, sync_w = os.pipe()      # until we have moved it into the cgroups
-            fds.append(sync_r)
-            argv += ["--block-fd", str(sync_r)]
-        argv += ["--", *command]
-        if self.uid is not None:
-            popen.update(user=self.uid, group=self.uid, extra_groups=[])
-        try:
-            ns = Namespace.spawn(argv, tuple(fds), info_w, info_r, env={}, **popen)
-        finally:
-            for fd in fds[1:]:
-                os.close(fd)
-        if sync_w is not None:
-            self._enter_cgroup(ns, sync_w)
-        return ns
-
-    def _enter_cgroup(self, ns: Namespace, sync_w: int) -> None:
-        """Move bwrap and its namespace init into the cgroups while bwrap sets up the
-        mounts (migration is slow on cgroup v1: this overlaps it), then let it go on."""
-        try:
-            pids = [ns.proc.pid, ns.wait_init_pid(timeout_s=10.0)]
-            for procs in self.cgroup.procs_files():
-                for pid in pids:
-                    with open(procs, "w") as f:
-                        f.write(str(pid))
-            os.write(sync_w, b"go\n")
-        except (OSError, TypeError):
-            ns.kill()                # never run outside the quotas
-        finally:
-            os.close(sync_w)
+        if self.cgroup and not all(d.is_dir() for d in self.cgroup.dirs.values()):
+            self.cgroup = Cgroup.open(f"posttrain-{self.id}", self.limits.memory_mb,
+                                      self.limits.pids, self.spec.cpus)   # reaped while idle
+        return self._launcher.spawn(command, mounts, staged, self.cgroup, **popen)
 
     def _start_runner(self) -> Runner:
         ns = self._spawn(["/bin/bash", "-c", RUNNER_SCRIPT], None, self.spec.mount_points,
