@@ -109,8 +109,8 @@ def idle_memory_mb(n: int) -> tuple[float, float]:
     for sb in boxes:
         sb.exec(CMD)
     time.sleep(0.2)
-    pss = sum(sum(pss_kb(p) for p in (sb.cgroup.pids() if sb.cgroup else
-                                      [sb._runner.ns.proc.pid])) for sb in boxes)
+    pss = sum(sum(pss_kb(p) for p in {sb._runner.ns.proc.pid, *(sb.cgroup.pids() if sb.cgroup
+                                                                else [])}) for sb in boxes)
     charged = sum(cgroup_usage_kb(sb) for sb in boxes)
     for sb in boxes:
         sb.close()

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-V1_CONTROLLERS = ("memory", "pids", "cpu")
 
 
 def _own_paths() -> dict[str, str]:
@@ -52,7 +51,8 @@ class Cgroup:
     def open(cls, name: str, memory_mb: int | None, pids: int | None,
              cpus: float | None) -> "Cgroup | None":
         """Create the groups with these limits; None where the host does not allow it."""
-        for make in (cls._make_v2, cls._make_v1):
+        v1 = ("memory", "pids", "cpu") if cpus else ("memory", "pids")
+        for make in (cls._make_v2, lambda n: cls._make_v1(n, v1)):
             try:
                 group = make(name)
             except OSError:
@@ -78,14 +78,16 @@ class Cgroup:
         return group
 
     @classmethod
-    def _make_v1(cls, name: str) -> "Cgroup | None":
+    def _make_v1(cls, name: str, controllers: tuple[str, ...]) -> "Cgroup | None":
+        """One group per v1 hierarchy; each costs a slow migration per process, so only
+        the hierarchies a limit needs (cpu only when there is a CPU share)."""
         own = _own_paths()
-        if not all((ROOT / c / "cgroup.procs").exists() and c in own for c in V1_CONTROLLERS):
+        if not all((ROOT / c / "cgroup.procs").exists() and c in own for c in controllers):
             return None
         dirs = {}
         group = cls("v1", dirs)
         try:
-            for c in V1_CONTROLLERS:
+            for c in controllers:
                 path = ROOT / c / own[c].lstrip("/") / name
                 path.mkdir()
                 dirs[c] = path
