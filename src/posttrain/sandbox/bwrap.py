@@ -4,8 +4,8 @@ Each sandbox owns a host directory (see hostdir.py) whose app/, tmp/ and logs/ a
 writable at /app, /tmp and /logs, a cgroup (memory, pids, CPU) where the host allows
 one, and one persistent bwrap running the runner loop (runner.py), so execs are cheap
 and background processes live between commands, as in `docker exec`. A timeout, an
-output flood or close() kills the sandbox's whole pid namespace; the next exec starts a
-fresh runner, files stay. `mounts` on paths in spec.mount_points are staged copies
+output flood, an OOM kill, a pids-limit hit or close() kills the sandbox's whole pid
+namespace; the next exec starts a fresh runner, files stay. `mounts` on paths in spec.mount_points are staged copies
 bound read-only; other mounts (or spec.warm=False) run in a one-off bwrap of their own
 that shares the files but not the processes or the loopback network of the runner.
 What this covers and what it does not: docs/sandbox.md.
@@ -155,6 +155,8 @@ class BwrapSandbox(Sandbox):
                 path.unlink(missing_ok=True)
 
     def _exec_warm(self, script: str, timeout_s: float, mounts: dict[str, Path]) -> ExecResult:
+        if self._closed:                # closed while we waited for the lock
+            raise SandboxError(f"sandbox {self.id} is closed")
         start = time.monotonic()
         runner = self._runner if self._runner and self._runner.alive else self._start_runner()
         self._stage(mounts)
