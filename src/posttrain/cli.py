@@ -37,9 +37,10 @@ def main() -> None:
     """Entry point: user errors print as one red line and exit 2, never a traceback."""
     _register_all()
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except PosttrainError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}", highlight=False)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -52,3 +53,7 @@ def main() -> None:
             e.show()
             sys.exit(e.exit_code)
         raise
+
+
+if __name__ == "__main__":
+    main()

@@ -21,7 +21,10 @@ def group_normalized(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float 
         idx = group_ids == g
         r = rewards[idx]
         centered = r - r.mean()
-        adv[idx] = centered / (r.std(unbiased=False) + eps) if scale_by_std else centered
+        std = r.std(unbiased=False)
+        if scale_by_std:
+            centered = centered / (std + eps) if std > 0 else torch.zeros_like(centered)
+        adv[idx] = centered
     return adv
 
 
