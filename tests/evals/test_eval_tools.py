@@ -134,3 +134,14 @@ def test_price_table_gives_cost(tmp_path, task_dir, oracle):
         _, s = evaluate(req)
     expected = (s["tokens"]["input"] * 1.0 + s["tokens"]["output"] * 2.0) / 1e6
     assert s["cost"]["total_usd"] == pytest.approx(expected)
+
+
+def test_slow_endpoint_ends_as_agent_timeout_without_waiting_it_out(tmp_path, task_dir, oracle):
+    import time
+
+    with serve(Script(oracle, delay_s=3.0)) as url:
+        t0 = time.perf_counter()
+        _, s = _eval(tmp_path, task_dir, url, k=1, jobs=4, agent_timeout_s=0.5)
+        wall = time.perf_counter() - t0
+    assert s["counts"]["agent_timeout"] == 4
+    assert wall < 2.5  # each trial stops at its 0.5 s deadline, not the server's 3 s

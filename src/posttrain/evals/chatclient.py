@@ -80,25 +80,40 @@ class ChatClient:
             raise PosttrainError(f"cannot reach the model endpoint {self.base_url}: "
                                  f"{type(e).__name__}: {e}") from None
 
-    def chat(self, messages: list[dict], tools: list[dict], **sampling) -> ChatReply:
+    def chat(self, messages: list[dict], tools: list[dict], deadline: float | None = None,
+             **sampling) -> ChatReply:
+        """One completion; no request or backoff sleep runs past `deadline` (perf_counter)."""
         body = {"model": self.model, "messages": messages, "tools": tools,
                 "tool_choice": "auto", **{k: v for k, v in sampling.items() if v is not None}}
         t0 = time.perf_counter()
         for attempt in range(self.retry.max_retries + 1):
             last = attempt == self.retry.max_retries
             try:
-                r = self._http.post("chat/completions", json=body)
+                r = self._http.post("chat/completions", json=body, timeout=_left(deadline, self.timeout_s))
             except httpx.TransportError as e:  # connect, read timeout, protocol errors
                 if last:
                     raise ModelError(f"endpoint failed after {attempt + 1} tries: "
                                      f"{type(e).__name__}: {e}") from None
-                time.sleep(self.retry.delay(attempt, None))
+                _sleep(self.retry.delay(attempt, None), deadline)
                 continue
             if r.status_code in RETRY_STATUS and not last:
-                time.sleep(self.retry.delay(attempt, r.headers.get("retry-after")))
+                _sleep(self.retry.delay(attempt, r.headers.get("retry-after")), deadline)
                 continue
             return _parse(r, time.perf_counter() - t0, attempt)
         raise AssertionError("unreachable")
+
+
+def _left(deadline: float | None, cap: float) -> float:
+    if deadline is None:
+        return cap
+    left = deadline - time.perf_counter()
+    if left <= 0:
+        raise ModelError("time ran out waiting for the endpoint")
+    return min(cap, left)
+
+
+def _sleep(seconds: float, deadline: float | None) -> None:
+    time.sleep(seconds if deadline is None else max(0.0, min(seconds, _left(deadline, seconds))))
 
 
 def _parse(r: httpx.Response, latency: float, retries: int) -> ChatReply:

@@ -89,12 +89,13 @@ def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: Ag
             break
         sampling = dict(limits.sampling, seed=_turn_seed(limits.sampling.get("seed"), turn))
         try:
-            reply = client.chat(run.messages, specs, **sampling)
+            reply = client.chat(run.messages, specs, deadline=deadline, **sampling)
         except ContextOverflow as e:
             run.status, run.error = "context_overflow", str(e)
             break
-        except ModelError as e:
-            run.status, run.error = "model_error", str(e)
+        except ModelError as e:  # past the deadline it is the agent's time that ran out
+            late = time.perf_counter() >= deadline
+            run.status, run.error = ("agent_timeout" if late else "model_error"), str(e)
             break
         run.prompt_tokens += reply.prompt_tokens
         run.completion_tokens += reply.completion_tokens
