@@ -1,7 +1,9 @@
 """The paged KV tensors: one flat slot array per layer, slot = block * block_size + offset.
 
-Memory is reserved uninitialised (pages are only touched when written); one extra zeroed
-"null" block at index num_blocks is what padded attention positions read.
+Attention reads whole blocks through block tables (16-slot copies, not per-slot gathers);
+slots past a sequence's context are masked. Large caches are reserved with torch.empty
+(fresh mmap pages are zero and are touched only when written); small ones are zeroed, so a
+masked slot never holds NaN. One extra zeroed "null" block at index num_blocks pads tables.
 
 int8 (opt-in, lossy) stores each token-head vector with one float scale (absmax / 127),
 which halves memory against bfloat16 and quarters it against float32.
@@ -12,6 +14,14 @@ from __future__ import annotations
 import torch
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+EAGER_ZERO_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MB): fresh pages are zero
+
+
+def _nbytes(shape, dtype) -> int:
+    n = torch.empty((), dtype=dtype).element_size()
+    for d in shape:
+        n *= d
+    return n
 
 
 def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, kv_dtype: str) -> int:
@@ -28,12 +38,13 @@ class KVCache:
         store = torch.int8 if self.quantized else getattr(torch, kv_dtype)
         self.null_block = num_blocks
         shape = (num_layers, (num_blocks + 1) * block_size, num_kv_heads, head_dim)
-        self.k = torch.empty(shape, dtype=store, device=device)
-        self.v = torch.empty(shape, dtype=store, device=device)
+        alloc = torch.empty if _nbytes(shape, store) > EAGER_ZERO_BYTES else torch.zeros
+        self.k = alloc(shape, dtype=store, device=device)
+        self.v = alloc(shape, dtype=store, device=device)
         tensors = [self.k, self.v]
         if self.quantized:
-            self.k_scale = torch.empty(shape[:3], dtype=torch.float32, device=device)
-            self.v_scale = torch.empty(shape[:3], dtype=torch.float32, device=device)
+            self.k_scale = alloc(shape[:3], dtype=torch.float32, device=device)
+            self.v_scale = alloc(shape[:3], dtype=torch.float32, device=device)
             tensors += [self.k_scale, self.v_scale]
         for t in tensors:
             t[:, num_blocks * block_size :] = 0
@@ -54,13 +65,18 @@ class KVCache:
         store[layer].index_copy_(0, slots, q)
         scales[layer].index_copy_(0, slots, scale.float())
 
-    def read(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """index: [B, L] slots -> k, v: [B, L, KVH, D] in the compute dtype."""
+    def read(self, layer: int, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """tables: [B, NB] block ids -> k, v: [B, NB * block_size, KVH, D] in the compute dtype."""
+        return self._gather(self.k, layer, tables, "k"), self._gather(self.v, layer, tables, "v")
+
+    def _gather(self, store: torch.Tensor, layer: int, tables: torch.Tensor, name: str) -> torch.Tensor:
+        bs = self.block_size
+        blocks = store[layer].view(-1, bs, *store.shape[2:])[tables]  # [B, NB, bs, KVH, D]
+        x = blocks.flatten(1, 2)
         if self.quantized:
-            k = self.k[layer][index].to(self.compute_dtype) * self.k_scale[layer][index].unsqueeze(-1)
-            v = self.v[layer][index].to(self.compute_dtype) * self.v_scale[layer][index].unsqueeze(-1)
-            return k.to(self.compute_dtype), v.to(self.compute_dtype)
-        return self.k[layer][index].to(self.compute_dtype), self.v[layer][index].to(self.compute_dtype)
+            scales = getattr(self, f"{name}_scale")[layer].view(-1, bs, store.shape[2])[tables]
+            return x.to(self.compute_dtype) * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)
+        return x if x.dtype == self.compute_dtype else x.to(self.compute_dtype)
 
     def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copy-on-write: duplicate whole blocks src -> dst in every layer."""

@@ -2,8 +2,8 @@
 
 It calls the HF model's own modules (embeddings, projections, norms, MLPs, rotary embedding),
 so it shares weights with a trainer in-process and reproduces its numerics; only attention
-is replaced: tokens of many sequences are packed flat, K/V are written to their slots and
-read back through each sequence's block table.
+is replaced (engine/attention.py): tokens of many sequences are packed flat, K/V are written
+to their slots and read back through each sequence's block table.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
+from posttrain.engine.attention import attend, build_plan
 from posttrain.engine.kv_cache import KVCache
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
-MAX_SCORE_ELEMS = 1 << 26  # split long prefill chunks so one score matrix stays ~256 MB
 
 
 @dataclass
@@ -58,7 +57,7 @@ class ModelRunner:
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
-        plan = _attention_plan(batch, kv.block_size, kv.null_block, self.device)
+        plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
         h = h[0]
         for li, layer in enumerate(inner.layers):
             attn = layer.self_attn
@@ -71,75 +70,8 @@ class ModelRunner:
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             kv.write(li, batch.slots, k, v)
-            o = _attend(q, kv, li, plan, attn.scaling)  # [N, H, D]
+            o = attend(q, kv, li, plan, attn.scaling)  # [N, H, D]
             h = h + attn.o_proj(o.reshape(n, -1))
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         h = inner.norm(h.index_select(0, batch.logits_index))
         return self.model.lm_head(h).float()
-
-
-def _attention_plan(batch: Batch, block_size: int, null_block: int, device) -> list[dict]:
-    """Group sequences into decode (q_len 1) and multi-token sets with padded gather indices.
-
-    Key positions past a sequence's context read the zeroed null block, never stale slots.
-    """
-    groups = {}
-    for s, q in enumerate(batch.q_lens):
-        groups.setdefault(q == 1, []).append(s)
-    starts = [0]
-    for q in batch.q_lens:
-        starts.append(starts[-1] + q)
-    plan = []
-    for seqs in groups.values():
-        qmax = max(batch.q_lens[s] for s in seqs)
-        lmax = max(batch.ctx_lens[s] for s in seqs)
-        nb = -(-lmax // block_size)
-        tables = torch.zeros(len(seqs), nb, dtype=torch.long)
-        tok = torch.zeros(len(seqs), qmax, dtype=torch.long)
-        valid_q = torch.zeros(len(seqs), qmax, dtype=torch.bool)
-        for r, s in enumerate(seqs):
-            bt = batch.block_tables[s][:nb]
-            tables[r, : len(bt)] = torch.tensor(bt, dtype=torch.long)
-            q = batch.q_lens[s]
-            tok[r, :q] = torch.arange(starts[s], starts[s] + q)
-            valid_q[r, :q] = True
-        offs = torch.arange(block_size)
-        index = (tables.unsqueeze(-1) * block_size + offs).view(len(seqs), -1)[:, :lmax]
-        ctx = torch.tensor([batch.ctx_lens[s] for s in seqs])
-        keys = torch.arange(lmax)
-        index = torch.where(keys < ctx.unsqueeze(-1), index, null_block * block_size)
-        qlen = torch.tensor([batch.q_lens[s] for s in seqs])
-        qpos = (ctx - qlen).unsqueeze(-1) + torch.arange(qmax)  # [G, Qmax] absolute positions
-        mask = (keys.view(1, 1, -1) <= qpos.unsqueeze(-1)) & (keys.view(1, 1, -1) < ctx.view(-1, 1, 1))
-        plan.append(
-            dict(
-                index=index.to(device),
-                tok=tok.to(device),
-                valid=valid_q.to(device),
-                mask=mask.unsqueeze(1).to(device),  # [G, 1, Qmax, Lmax]
-            )
-        )
-    return plan
-
-
-def _attend(q: torch.Tensor, kv: KVCache, layer: int, plan: list[dict], scale: float) -> torch.Tensor:
-    """Attention for every packed query token through its sequence's block table; [N, H, D]."""
-    out = torch.empty_like(q)
-    for g in plan:
-        k, v = kv.read(layer, g["index"])  # [G, L, KVH, D]
-        k, v = k.transpose(1, 2), v.transpose(1, 2)  # [G, KVH, L, D]
-        qg = q[g["tok"]].transpose(1, 2)  # [G, H, Qmax, D]
-        qmax, lmax = qg.shape[2], k.shape[2]
-        step = max(1, MAX_SCORE_ELEMS // max(qg.shape[0] * qg.shape[1] * lmax, 1))
-        parts = []
-        for a in range(0, qmax, step):
-            parts.append(
-                F.scaled_dot_product_attention(
-                    qg[:, :, a : a + step], k, v, attn_mask=g["mask"][:, :, a : a + step],
-                    scale=scale, enable_gqa=True,
-                )
-            )
-        og = torch.cat(parts, dim=2).transpose(1, 2)  # [G, Qmax, H, D]
-        out[g["tok"][g["valid"]]] = og[g["valid"]]
-    return out
-

