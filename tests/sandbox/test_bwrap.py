@@ -186,3 +186,13 @@ def test_concurrent_execs(sandbox):
         t.join()
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(8)]
     assert os.path.isdir(sandbox.host_path("/app"))
+
+
+def test_each_sandbox_has_its_own_unprivileged_host_uid(sandbox, monkeypatch):
+    monkeypatch.delenv("POSTTRAIN_SANDBOX_UID", raising=False)
+    with open_sandbox() as other:
+        if os.geteuid() == 0:
+            assert 0 not in (sandbox.uid, other.uid) and sandbox.uid != other.uid
+            assert sandbox.host_path("/app").stat().st_uid == sandbox.uid
+        else:
+            assert sandbox.uid is None                      # runs as ourselves

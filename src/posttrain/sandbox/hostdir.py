@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import random
 import shutil
 import tempfile
 from pathlib import Path
@@ -47,14 +48,19 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+UID_RANGE = (0x70000000, 0x7FFF0000)   # far from system users and subordinate-id ranges
+
+
 def sandbox_host_uid() -> int | None:
-    """The unprivileged host uid sandboxes run as when we are root (POSTTRAIN_SANDBOX_UID,
-    default 65534 "nobody"); None when we are not root and run them as ourselves. Never
-    root: a process that is root on the host, even without capabilities, may write
-    root-owned files such as /proc/sys entries."""
+    """The unprivileged host uid a new sandbox runs as when we are root: its own, drawn at
+    random from UID_RANGE, so sandboxes cannot signal each other even outside their
+    namespaces (POSTTRAIN_SANDBOX_UID fixes one for all, e.g. 65534). None when we are
+    not root: sandboxes then run as ourselves. Never root: a process that is root on the
+    host, even without capabilities, may write root-owned files such as /proc/sys entries."""
     if os.geteuid() != 0:
         return None
-    uid = int(os.environ.get("POSTTRAIN_SANDBOX_UID", "65534"))
+    fixed = os.environ.get("POSTTRAIN_SANDBOX_UID")
+    uid = int(fixed) if fixed else random.randrange(*UID_RANGE)
     if uid == 0:
         raise SandboxError("POSTTRAIN_SANDBOX_UID=0 would run sandboxed code as host root")
     return uid
