@@ -15,9 +15,9 @@ from posttrain.engine.sampling import process_logits, row_params, sample_rows
 
 
 def draft_budget(engine, seq, room: int) -> int:
-    """How many draft tokens seq may take: step room, spec_tokens, max_tokens and context left."""
+    """How many draft tokens seq may take: step room, its adaptive k, max_tokens, context left."""
     left = min(seq.params.max_tokens - len(seq.output) - 1, engine.max_model_len - len(seq.tokens) - 1)
-    return max(min(room, engine.config.spec_tokens, left), 0)
+    return max(min(room, seq.spec_k or engine.config.spec_tokens, left), 0)
 
 
 def propose_with_draft(engine, decodes: list, room: dict) -> dict:

@@ -218,8 +218,11 @@ class PagedEngine(Engine):
             ids, lps = sample_rows(logp[:1], torch.tensor([greedy]), [seq.generator])
             return [int(ids[0])], [float(lps[0])]
         toks, lps = verify_draft(logp, draft, greedy, seq.generator, draft_logp)
+        accepted = len(toks) - 1
         self.stats.spec_proposed += len(draft)
-        self.stats.spec_accepted += len(toks) - 1
+        self.stats.spec_accepted += accepted
+        # propose more after a full accept, fewer after a rejection (verify compute is not free)
+        seq.spec_k = min(2 * len(draft), self.config.spec_tokens) if accepted == len(draft) else accepted + 1
         return toks, lps
 
     def _emit(self, seq: Sequence, toks: list[int], lps: list[float]) -> None:

@@ -31,7 +31,7 @@ class Sequence:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     children: list["Sequence"] = field(default_factory=list)  # group members forked after prefill
-    draft_computed: int = 0  # tokens whose KV the draft model holds (spec_method="draft")
+    spec_k: int = 0  # adaptive draft length (0: the engine's spec_tokens)
     seq_id: int = field(default_factory=lambda: next(_ids))
     arrival: float = field(default_factory=time.perf_counter)
     first_token_time: float | None = None
@@ -57,4 +57,3 @@ class Sequence:
         self.block_table = []
         self.block_hashes = []
         self.num_computed = 0
-        self.draft_computed = 0
