@@ -4,7 +4,8 @@
 
 Measures, for the default bwrap sandbox (namespaces, seccomp, cgroup, tmpfs quota):
   cold start   open_sandbox() + exec("true") + close(), p50/p95/p99 (and with warm=False)
-  warm exec    exec("true") in a sandbox whose runner is up, vs subprocess.run(bash -c true)
+  warm exec    exec("true") in a sandbox whose runner is up, vs subprocess.run(bash -c true),
+               sample by sample in turn so that both see the same load
   throughput   execs per second at concurrency 1, 8, 64 (one sandbox per worker thread),
                vs subprocess.run at the same concurrency; failures counted
   idle memory  PSS of an idle sandbox's processes (runner, bwrap), per sandbox
@@ -134,12 +135,14 @@ def pool_cycle(n: int) -> tuple[list[float], list[float]]:
 
 def run(quick: bool) -> dict:
     n_cold, n_warm, secs = (30, 100, 2.0) if quick else (200, 500, 5.0)
-    sub = time_calls(subprocess_once, n_warm)
     cold = time_calls(lambda: cold_once(SandboxSpec()), n_cold)
     cold_oneshot = time_calls(lambda: cold_once(SandboxSpec(warm=False)), n_cold)
     with open_sandbox("bwrap", SandboxSpec()) as sb:
         sb.exec(CMD)
-        warm = time_calls(lambda: sb.exec(CMD), n_warm)
+        warm, sub = [], []
+        for _ in range(n_warm):          # alternate, so both see the same machine load
+            warm += time_calls(lambda: sb.exec(CMD), 1)
+            sub += time_calls(subprocess_once, 1)
     out = {
         "cold_start_p50_ms": pct(cold, 0.5), "cold_start_p95_ms": pct(cold, 0.95),
         "cold_start_p99_ms": pct(cold, 0.99),
