@@ -1,0 +1,28 @@
+"""Settings of `posttrain validate`: how many runs, which thresholds, which sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ValidateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    oracle_runs: int = Field(5, ge=1)            # any failure among them = flaky
+    determinism_runs: int = Field(2, ge=1)       # extra verifier runs on one unchanged state
+    pass_threshold: float = 1.0                  # reward >= this counts as solved
+    min_strength: float = Field(0.5, ge=0, le=1)  # mutant kill share below this = weak-verifier
+    max_mutants: int = Field(8, ge=0)
+    max_file_mb: float = Field(50.0, gt=0)       # any one file larger = broken
+    max_task_mb: float = Field(200.0, gt=0)      # the whole task directory
+    max_files: int = Field(10_000, ge=1)
+    backend: str = "bwrap"
+    probe_timeout_s: float = Field(30.0, gt=0)   # each scripted agent / mutation step
+
+    def digest(self) -> str:
+        """Changes whenever a setting that affects a check's outcome changes."""
+        data = self.model_dump(exclude={"backend"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

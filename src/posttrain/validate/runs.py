@@ -1,0 +1,92 @@
+"""One attempt at a task in a fresh sandbox: an agent script or the oracle, then the verifier.
+
+The host reads /app through the sandbox's host path to see what the oracle changed;
+it walks without following links and writes with O_NOFOLLOW, so a link the task
+planted never leads the host outside the sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from posttrain.agent.trial import open_task_sandbox, verify
+from posttrain.sandbox import Sandbox
+from posttrain.tasks import Task
+from posttrain.validate.config import ValidateConfig
+
+Snapshot = dict[str, str]   # path under /app -> "d" for a dir, else a digest of the file
+
+
+@dataclass
+class Attempt:
+    rewards: list[float] = field(default_factory=list)   # one per verifier run
+    statuses: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    agent_exit: int | None = None
+    agent_timed_out: bool = False
+    before: Snapshot = field(default_factory=dict)
+    after: Snapshot = field(default_factory=dict)
+    extra: object = None
+
+    @property
+    def reward(self) -> float:
+        return self.rewards[0] if self.rewards else 0.0
+
+    @property
+    def status(self) -> str:
+        return self.statuses[0] if self.statuses else "not_run"
+
+
+def snapshot(sandbox: Sandbox) -> Snapshot:
+    root = sandbox.host_path("/app")
+    out: Snapshot = {}
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(top) / name
+            rel = "/app/" + str(p.relative_to(root))
+            st = p.lstat()
+            if p.is_symlink():
+                out[rel] = "l:" + os.readlink(p)
+            elif p.is_dir():
+                out[rel] = "d"
+            elif st.st_size <= 4_000_000:
+                out[rel] = hashlib.sha1(p.read_bytes()).hexdigest()
+            else:
+                out[rel] = f"big:{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+def run_oracle_script(task: Task, sandbox: Sandbox, solution_dir: Path | None = None):
+    return sandbox.exec("bash /solution/solve.sh", timeout_s=float(task.config.agent.timeout_sec),
+                        env=dict(task.config.solution.env),
+                        mounts={"/solution": solution_dir or task.solution_dir})
+
+
+def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracle: bool = False,
+            solution_dir: Path | None = None, verifies: int = 1, track: bool = False,
+            after_agent: Callable[[Sandbox, "Attempt"], object] | None = None) -> Attempt:
+    """Run the oracle (or `script` as the agent), call after_agent, then verify `verifies` times."""
+    out = Attempt()
+    with open_task_sandbox(task, cfg.backend) as sandbox:
+        if track:
+            out.before = snapshot(sandbox)
+        if oracle or solution_dir is not None:
+            result = run_oracle_script(task, sandbox, solution_dir)
+        else:
+            result = sandbox.exec(script or "true", timeout_s=cfg.probe_timeout_s)
+        out.agent_exit, out.agent_timed_out = result.exit_code, result.timed_out
+        sandbox.stop_processes()
+        if track:
+            out.after = snapshot(sandbox)
+        if after_agent is not None:
+            out.extra = after_agent(sandbox, out)
+        for _ in range(verifies):
+            v = verify(task, sandbox)
+            out.rewards.append(v.reward)
+            out.statuses.append(v.status)
+            out.errors.append(v.error)
+    return out
