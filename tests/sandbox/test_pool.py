@@ -93,3 +93,18 @@ def test_reaper_reclaims_after_parent_crash(host_pids):
     report = reap()
     assert root.name in report.sandboxes and not root.exists()
     assert report.cgroups_removed >= 1 or os.geteuid() != 0
+
+
+def test_release_without_waiting_recycles_in_background():
+    with SandboxPool(warm=1) as pool:
+        sb = pool.acquire()
+        sb.exec("echo x > /app/x")
+        pool.release(sb, wait=False)
+        assert pool.in_use() == 0 and pool.can_acquire()
+        deadline = time.monotonic() + 10
+        while pool.health()["idle"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        again = pool.acquire()
+        assert again is sb and again.exec("ls -A /app").stdout == ""
+        pool.release(again, wait=False)
+    assert not sb.root.exists()                              # close() waited for the reset
