@@ -169,3 +169,17 @@ def test_kernel_surface_blocked(hostile):
                      "    print(name, libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno())\n'")
     assert [line.split()[1:] for line in r.stdout.splitlines()] == [["-1", "1"]] * 5
 
+
+
+def test_overwriting_the_runtime_binary(hostile):
+    """The runc CVE-2019-5736 pattern: write the sandbox runtime through /proc/<pid>/exe."""
+    import hashlib
+
+    from posttrain.sandbox.bwrap_args import find_bwrap
+
+    binary = Path(find_bwrap())
+    before = hashlib.sha256(binary.read_bytes()).hexdigest()
+    r = hostile.exec("for p in /proc/[0-9]*; do echo evil > $p/exe && echo WROTE $p; done; "
+                     "cp /bin/true /proc/1/exe && echo COPIED")
+    assert "WROTE" not in r.stdout and "COPIED" not in r.stdout
+    assert hashlib.sha256(binary.read_bytes()).hexdigest() == before
