@@ -120,3 +120,20 @@ def test_remote_engine_matches_local_engine(server, model, tokenizer):
 def test_remote_engine_unreachable_is_clear():
     with pytest.raises(PosttrainError, match="cannot reach"):
         RemoteEngine("http://127.0.0.1:9", timeout=2)
+
+
+def test_tool_calls_are_parsed_from_tool_call_blocks():
+    from posttrain.serve.protocol import parse_tool_calls
+
+    text = 'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>'
+    content, calls = parse_tool_calls(text)
+    assert content == "Let me look."
+    assert calls[0]["function"] == {"name": "bash", "arguments": '{"cmd": "ls"}'}
+    assert parse_tool_calls("<tool_call>{oops}</tool_call>") == ("<tool_call>{oops}</tool_call>", [])
+
+
+def test_chat_accepts_tools(server):
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    body = {"messages": [{"role": "user", "content": "ls"}], "max_tokens": 3, "tools": tools}
+    r = httpx.post(f"{server}/v1/chat/completions", json=body)
+    assert r.status_code == 200 and r.json()["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls")

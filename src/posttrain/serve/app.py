@@ -1,7 +1,7 @@
 """The OpenAI-compatible HTTP face of the engine (FastAPI).
 
-/v1/completions (text or token-id prompts), /v1/chat/completions, both with streaming and
-logprobs; /v1/models, /health and Prometheus /metrics. Bad input answers 400 with an OpenAI
+/v1/completions (text or token-id prompts), /v1/chat/completions (tool calls parsed from
+Hermes/Qwen-style `<tool_call>` blocks when `tools` are given), both with streaming and logprobs; /v1/models, /health and Prometheus /metrics. Bad input answers 400 with an OpenAI
 error body; a client that disconnects mid-stream has its sequences aborted, and the engine
 keeps serving everyone else.
 """
@@ -19,7 +19,13 @@ from posttrain.engine.paged import PagedEngine
 from posttrain.serve import render
 from posttrain.serve.loop import EngineLoop, Handle
 from posttrain.serve.metrics import Metrics
-from posttrain.serve.protocol import ChatRequest, CompletionRequest, chat_prompt, prompt_token_lists
+from posttrain.serve.protocol import (
+    ChatRequest,
+    CompletionRequest,
+    chat_prompt,
+    parse_tool_calls,
+    prompt_token_lists,
+)
 
 
 class Server:
@@ -100,7 +106,12 @@ class Server:
             choice["text"] = text
             choice["logprobs"] = render.completion_logprobs(self.tok, ids, lps) if req.logprobs is not None else None
         else:
-            choice["delta" if delta else "message"] = {"role": "assistant", "content": text}
+            message = {"role": "assistant", "content": text}
+            if req.tools and not delta:
+                message["content"], calls = parse_tool_calls(text)
+                if calls:
+                    message["tool_calls"], choice["finish_reason"] = calls, "tool_calls"
+            choice["delta" if delta else "message"] = message
             choice["logprobs"] = render.chat_logprobs(self.tok, ids, lps) if req.logprobs else None
         return choice
 
@@ -148,7 +159,7 @@ def create_app(engine: PagedEngine, model_name: str) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):
         try:
-            prompts = [chat_prompt(req.messages, server.tok)]
+            prompts = [chat_prompt(req.messages, server.tok, req.tools)]
         except ValueError as e:
             return render.error_response(400, str(e))
         return await server.serve("chat", req, prompts)

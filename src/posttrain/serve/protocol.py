@@ -6,6 +6,9 @@ Extensions beyond the OpenAI API (as vLLM names them): `top_k`, `stop_token_ids`
 
 from __future__ import annotations
 
+import json
+import re
+import uuid
 from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,6 +62,7 @@ class ChatRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
     logprobs: bool = False
     top_logprobs: int | None = None
+    tools: list[dict] | None = None
 
 
 def prompt_token_lists(prompt: Prompt, tokenizer) -> list[list[int]]:
@@ -80,12 +84,34 @@ def prompt_token_lists(prompt: Prompt, tokenizer) -> list[list[int]]:
     return out
 
 
-def chat_prompt(messages: list[ChatMessage], tokenizer) -> list[int]:
-    """Render messages with the model's chat template, ending with the assistant prompt."""
+def chat_prompt(messages: list[ChatMessage], tokenizer, tools: list[dict] | None = None) -> list[int]:
+    """Render messages (and tools, if the template takes them) ending with the assistant prompt."""
     if tokenizer is None or not getattr(tokenizer, "chat_template", None):
         raise ValueError("this model has no chat template")
     dicts = [m.model_dump(exclude_none=True) for m in messages]
-    ids = tokenizer.apply_chat_template(dicts, add_generation_prompt=True, tokenize=True)
+    extra = {"tools": tools} if tools else {}
+    ids = tokenizer.apply_chat_template(dicts, add_generation_prompt=True, tokenize=True, **extra)
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return list(ids)
+
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
+    """Split Hermes/Qwen-style `<tool_call>{"name": .., "arguments": ..}</tool_call>` blocks
+    out of a reply; returns (remaining content, OpenAI tool_calls). Malformed blocks stay text."""
+    calls, kept, last = [], [], 0
+    for m in TOOL_CALL.finditer(text):
+        try:
+            obj = json.loads(m.group(1))
+            name, args = obj["name"], obj.get("arguments", {})
+        except (ValueError, KeyError, TypeError):
+            continue
+        kept.append(text[last : m.start()])
+        last = m.end()
+        arguments = args if isinstance(args, str) else json.dumps(args)
+        calls.append({"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function", "function": {"name": name, "arguments": arguments}})
+    kept.append(text[last:])
+    return "".join(kept).strip() if calls else text, calls
