@@ -61,16 +61,12 @@ def _system_binds(etc: Path) -> list[str]:
 
 def shared_etc(state: Path) -> Path:
     """One copy of the allowed /etc entries plus our passwd/group, shared by all sandboxes
-    of this host user and bound as a whole (one bind instead of thirty: ~5 ms per start)."""
-    etc = state / f"etc-{os.getuid()}"
-    try:
-        if time.time() - etc.stat().st_mtime < ETC_MAX_AGE_S:
-            return etc
-        stale = etc.with_name(f".stale-{os.getpid()}-{threading.get_ident()}")
-        os.rename(etc, stale)
-        shutil.rmtree(stale, ignore_errors=True)
-    except FileNotFoundError:
-        pass
+    of this host user and bound as a whole (one bind instead of thirty: ~5 ms per start).
+    A new copy is made each hour (so /etc changes reach new sandboxes); old copies are
+    never removed under a starting sandbox: the reaper deletes them hours later."""
+    etc = state / f"etc-{os.getuid()}-{int(time.time() // ETC_MAX_AGE_S)}"
+    if etc.is_dir():
+        return etc
     tmp = state / f".etc-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()

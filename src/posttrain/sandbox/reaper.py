@@ -17,6 +17,7 @@ from posttrain.sandbox.cgroups import ROOT as CGROUP_ROOT
 from posttrain.sandbox.cgroups import Cgroup, _own_paths
 
 GRACE_S = 60.0    # a directory without an owner record younger than this may be mid-creation
+ETC_KEEP_S = 3 * 3600.0
 
 
 @dataclass
@@ -35,6 +36,7 @@ def reap(state: Path | None = None) -> ReapReport:
     live = set()
     for root in sorted(state.iterdir()):
         if root.name.startswith((".", "etc-")):
+            _drop_if_old(root)
             continue
         try:
             if _is_live(root):
@@ -45,6 +47,15 @@ def reap(state: Path | None = None) -> ReapReport:
             continue
     _reap_cgroups(live, report)
     return report
+
+
+def _drop_if_old(path: Path) -> None:
+    """Old shared /etc copies and build leftovers (no sandbox binds one for this long)."""
+    try:
+        if time.time() - path.stat().st_mtime > ETC_KEEP_S:
+            shutil.rmtree(path, ignore_errors=True)
+    except FileNotFoundError:
+        pass
 
 
 def _is_live(root: Path) -> bool:
