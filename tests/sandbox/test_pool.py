@@ -108,3 +108,23 @@ def test_release_without_waiting_recycles_in_background():
         assert again is sb and again.exec("ls -A /app").stdout == ""
         pool.release(again, wait=False)
     assert not sb.root.exists()                              # close() waited for the reset
+
+
+def test_sixteen_concurrent_sandboxes_without_failure():
+    import threading
+
+    results = []
+    with SandboxPool(max_total=16, quotas={"d": 16}) as pool:
+        def episode():
+            sb = pool.acquire("d")
+            try:
+                results.append([sb.exec(f"echo {i}").stdout for i in range(3)])
+            finally:
+                pool.release(sb)
+
+        threads = [threading.Thread(target=episode) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results == [["0\n", "1\n", "2\n"]] * 16
