@@ -54,7 +54,7 @@ def validate(
     out: Path = typer.Option(Path("validation.json"), "--out", help="Manifest to write (JSON)."),
     jobs: int = typer.Option(1, "--jobs", "-n", min=1, help="Tasks validated concurrently."),
     runs: int = typer.Option(5, "--runs", min=1, help="Oracle runs; any failure = flaky."),
-    min_strength: float = typer.Option(0.5, help="Mutant kill share below this = weak-verifier."),
+    min_strength: float = typer.Option(0.7, help="Mutant kill share below this = weak-verifier."),
     backend: str = typer.Option("bwrap", help="Sandbox backend."),
     policy: Optional[str] = typer.Option(None, help="Checkpoint dir to calibrate difficulty with."),
     k: int = typer.Option(8, "-k", min=1, help="Episodes per task for difficulty calibration."),

@@ -82,6 +82,13 @@ def lock_reward(task: Task) -> str:
     return write_reward(task) + "chmod -R a-w /logs/verifier\n"
 
 
+def background_writer(task: Task) -> str:
+    """Leave a process behind that keeps rewriting the reward while the verifier runs."""
+    return ("nohup sh -c 'while :; do mkdir -p /logs/verifier 2>/dev/null; "
+            "echo 1 > /logs/verifier/reward.txt 2>/dev/null; done' "
+            ">/dev/null 2>&1 &\n")
+
+
 def plant(task: Task) -> str:
     """Payloads where the tests will be copied and over every file the tests mention."""
     targets = ["/tests/test.sh", "/app/tests/test.sh", "/tmp/tests/test.sh"]
@@ -112,6 +119,9 @@ def read_solution(task: Task) -> str:
             "cat /tests/* >/dev/null 2>&1; true\n")
 
 
+# Probes that attack the harness's reward contract rather than the task's tests.
+HARNESS_PROBES = ("lock_reward", "background_writer")
 TRIVIAL = {"exit_zero": exit_zero, "empty_files": empty_files}
-HACKS = {"write_reward": write_reward, "lock_reward": lock_reward, "plant": plant, "shadow": shadow,
-         "read_solution": read_solution}
+HACKS = {"write_reward": write_reward, "lock_reward": lock_reward,
+         "background_writer": background_writer, "plant": plant,
+         "shadow": shadow, "read_solution": read_solution}

@@ -7,6 +7,7 @@ without running it again.
 
 from __future__ import annotations
 
+import re
 import shlex
 import tempfile
 from pathlib import Path
@@ -25,7 +26,8 @@ def _solved(reward: float, cfg: ValidateConfig) -> bool:
 
 
 def _first_error(a: Attempt) -> str:
-    return next((e for e in a.errors if e), "")
+    """The first verifier error, with the sandbox's host directory shown as /logs/verifier."""
+    return re.sub(r"/\S*?/logs/verifier", "/logs/verifier", next((e for e in a.errors if e), ""))
 
 
 def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
@@ -114,10 +116,13 @@ def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
         a = attempt(task, cfg, script=make(task))
         results[name] = {"reward": a.reward, "status": a.status}
     raised = [n for n, r in results.items() if r["reward"] > base + 1e-9]
-    ev = {"baseline": base, "probes": results}
+    harness = [n for n in raised if n in agents.HARNESS_PROBES]
+    ev = {"baseline": base, "probes": results, "raised": raised, "harness_level": harness}
     if raised:
+        note = (" (harness-level: the verifier harness lets an agent keep its own reward; "
+                "fix the harness, not the task)" if harness else "")
         return Check("hacks", False, "hackable", "hack probes raised the reward: "
-                     + ", ".join(f"{n} ({results[n]['reward']:g})" for n in raised), ev)
+                     + ", ".join(f"{n} ({results[n]['reward']:g})" for n in raised) + note, ev)
     return Check("hacks", True, evidence=ev)
 
 

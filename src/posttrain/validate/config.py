@@ -14,7 +14,7 @@ class ValidateConfig(BaseModel):
     oracle_runs: int = Field(5, ge=1)            # any failure among them = flaky
     determinism_runs: int = Field(2, ge=1)       # extra verifier runs on one unchanged state
     pass_threshold: float = 1.0                  # reward >= this counts as solved
-    min_strength: float = Field(0.5, ge=0, le=1)  # mutant kill share below this = weak-verifier
+    min_strength: float = Field(0.7, ge=0, le=1)  # mutant kill share below = weak-verifier
     max_mutants: int = Field(8, ge=0)
     max_file_mb: float = Field(50.0, gt=0)       # any one file larger = broken
     max_task_mb: float = Field(200.0, gt=0)      # the whole task directory

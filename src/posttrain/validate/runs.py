@@ -79,7 +79,6 @@ def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracl
         else:
             result = sandbox.exec(script or "true", timeout_s=cfg.probe_timeout_s)
         out.agent_exit, out.agent_timed_out = result.exit_code, result.timed_out
-        sandbox.stop_processes()
         if track:
             out.after = snapshot(sandbox)
         if after_agent is not None:
