@@ -65,4 +65,4 @@ def test_probes_are_built_from_what_the_tests_reference(tmp_path):
     assert agents.referenced_paths(task) == ["/app/check.sh"]
     assert "/app/check.sh" in agents.plant(task)
     assert "/app/bin/python3" in agents.shadow(task)
-    assert "tr" in agents.tested_commands(task)
+    assert "mkdir" in agents.tested_commands(task)
