@@ -86,7 +86,13 @@ def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict
         first[r] = p * bs
     ctx = torch.tensor([ctx_lens[s] for s in seqs])
     mask = (first.unsqueeze(-1) + torch.arange(nb * bs)) < ctx.unsqueeze(-1)  # [B, L]
-    prefix = [(torch.tensor(rows, device=device), torch.tensor([blocks], device=device)) for rows, blocks in groups]
+    buckets: dict[tuple[int, int], list] = {}  # equal (members, shared blocks) batch together
+    for rows, blocks in groups:
+        buckets.setdefault((len(rows), len(blocks)), []).append((rows, blocks))
+    prefix = [
+        (torch.tensor([r for r, _ in b], device=device), torch.tensor([bl for _, bl in b], device=device))
+        for b in buckets.values()
+    ]
     tok = torch.tensor([starts[s] for s in seqs], device=device)
     return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix)
 
@@ -134,9 +140,9 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
     qd = q[g["tok"]]  # [B, H, D]
     k, v = kv.read(layer, g["tables"])
     o, lse = _softmax_attend(qd, k, v, g["mask"], scale)  # each sequence's own blocks
-    for rows, blocks in g["prefix"]:  # a shared prefix, read once per group
-        kp, vp = kv.read(layer, blocks)  # [1, Lp, KVH, D]
-        op, lp = _softmax_attend_shared(qd[rows], kp[0], vp[0], scale)
+    for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
+        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D]
+        op, lp = _softmax_attend_shared(qd[rows], kp, vp, scale)  # [NG, G, H, D], [NG, G, H]
         m = torch.maximum(lse[rows], lp)
         w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)
         o[rows] = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
@@ -144,11 +150,11 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
 
 
 def _softmax_attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
-    """G queries [G, H, D] over one shared K/V [L, KVH, D] -> (out [G, H, D], lse [G, H])."""
-    g, h, d = q.shape
-    kvh = k.shape[1]
-    qg = q.view(g, kvh, h // kvh, d)
-    scores = torch.einsum("gkhd,lkd->gkhl", qg, k) * scale
+    """Groups of G queries [NG, G, H, D] over their shared K/V [NG, L, KVH, D] -> out, lse."""
+    ng, g, h, d = q.shape
+    kvh = k.shape[2]
+    qg = q.view(ng, g, kvh, h // kvh, d)
+    scores = torch.einsum("ngkhd,nlkd->ngkhl", qg, k) * scale
     lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    o = torch.einsum("gkhl,lkd->gkhd", torch.exp(scores - lse), v)
-    return o.reshape(g, h, d), lse.reshape(g, h)
+    o = torch.einsum("ngkhl,nlkd->ngkhd", torch.exp(scores - lse), v)
+    return o.reshape(ng, g, h, d), lse.reshape(ng, g, h)

@@ -33,8 +33,8 @@ def propose_with_draft(engine, decodes: list, room: dict) -> dict:
         batch, _ = pack(feeds, engine.config.block_size, engine.device, [s.num_computed + j for s in live])
         logits = engine.draft.forward(batch, engine.draft_kv)  # [len(live), V]
         temp, top_p, top_k = row_params([s.params for s in live], engine.device)
-        logq = process_logits(logits, temp, top_p, top_k)
-        ids, _ = sample_rows(logq, temp <= 0, [s.generator for s in live])
+        logq = process_logits(logits, temp, top_p, top_k).cpu()  # generators live on the CPU
+        ids, _ = sample_rows(logq, (temp <= 0).cpu(), [s.generator for s in live])
         for r, s in enumerate(live):
             drafts[s].append(int(ids[r]))
             logps[s].append(logq[r])

@@ -182,9 +182,11 @@ class PagedEngine(Engine):
 
     def _account(self, feeds) -> None:
         self.stats.steps += 1
-        allocated, used = self.blocks.usage(self.scheduler.running)
-        if allocated > self.stats.peak_allocated_slots:
-            self.stats.peak_allocated_slots, self.stats.peak_used_slots = allocated, used
+        held = (self.num_blocks - self.blocks.num_free) * self.config.block_size
+        if held > self.stats.peak_allocated_slots:  # walk the tables only at a new peak
+            allocated, used = self.blocks.usage(self.scheduler.running)
+            if allocated > self.stats.peak_allocated_slots:
+                self.stats.peak_allocated_slots, self.stats.peak_used_slots = allocated, used
         for seq in [s for s, _ in feeds if s.finished]:
             self.blocks.register(seq)
             self.scheduler.finish(seq)
@@ -193,7 +195,7 @@ class PagedEngine(Engine):
         """Sample or verify every sequence whose step reached its end; fork waiting children."""
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
-        logp = process_logits(logits, temp, top_p, top_k)  # [M, V]
+        logp = process_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
         touched, at = [], 0
         for (seq, feed), rs in zip(feeds, rows):
             sl = slice(at, at + len(rs))
