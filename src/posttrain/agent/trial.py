@@ -6,7 +6,9 @@ and /logs/verifier is emptied first so nothing the agent wrote there counts.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from posttrain.errors import VerifierError
 from posttrain.sandbox import Sandbox, SandboxSpec, open_sandbox
@@ -15,7 +17,7 @@ from posttrain.tasks import Task
 from posttrain.tasks.reward import parse_reward
 from posttrain.types import ExecResult
 
-VERIFY_CMD = "rm -rf /logs/verifier && mkdir -p /logs/verifier && bash /tests/test.sh"
+VERIFY_CMD = "bash /tests/test.sh"
 
 
 @dataclass
@@ -49,14 +51,29 @@ def run_oracle(task: Task, sandbox: Sandbox) -> ExecResult:
                         env=dict(task.config.solution.env), mounts={"/solution": task.solution_dir})
 
 
+def fresh_verifier_dir(sandbox: Sandbox) -> Path:
+    """Stop whatever the agent left running, then replace /logs/verifier with an empty dir
+    (from the host side, so no mode or link the agent set can keep an old reward)."""
+    sandbox.stop_processes()
+    verifier = sandbox.host_path("/logs/verifier")
+    if verifier.is_symlink() or verifier.is_file():
+        verifier.unlink()
+    elif verifier.exists():
+        shutil.rmtree(verifier)
+    verifier.mkdir(parents=True)
+    sandbox.give(verifier)
+    return verifier
+
+
 def verify(task: Task, sandbox: Sandbox) -> Verdict:
     """Run tests/test.sh and read the reward; a missing or bad reward is an error, not a 0."""
+    verifier_dir = fresh_verifier_dir(sandbox)
     result = sandbox.exec(VERIFY_CMD, timeout_s=float(task.config.verifier.timeout_sec),
                           env=dict(task.config.verifier.env), mounts={"/tests": task.tests_dir})
     if result.timed_out:
         return Verdict(0.0, "verifier_timeout", error="verifier timed out", result=result)
     try:
-        reward, details = parse_reward(sandbox.host_path("/logs/verifier"))
+        reward, details = parse_reward(verifier_dir)
     except VerifierError as e:
         return Verdict(0.0, "verifier_error", error=str(e), result=result)
     return Verdict(reward, "ok", details, result=result)

@@ -9,6 +9,7 @@ solution/steps.json (the oracle as agent turns) and tests/test.sh, which writes
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass
@@ -108,6 +109,10 @@ def _make_dir(rng: random.Random) -> Spec:
                 [f"mkdir -p /app/{name}"], f"mkdir -p /app/{name}", f"[ -d /app/{name} ]", False)
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _copy_file(rng: random.Random) -> Spec:
     src, dst = rng.sample(STEMS, 2)
     body = "\n".join(rng.sample(WORDS, 3)) + "\n"
@@ -117,7 +122,8 @@ def _copy_file(rng: random.Random) -> Spec:
         {f"{src}.txt": body},
         [f"cp /app/{src}.txt /app/{dst}.txt"],
         f"cp /app/{src}.txt /app/{dst}.txt",
-        f"cmp -s /app/{src}.txt /app/{dst}.txt",
+        # Compare with the known content, not the source, which the agent could rewrite.
+        f'[ "$(sha256sum < /app/{dst}.txt)" = "{_sha256(body)}  -" ]',
         False,
     )
 
