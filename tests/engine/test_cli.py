@@ -1,0 +1,42 @@
+"""`posttrain plan-kv`, `models` and `serve` commands: planner numbers and clear errors."""
+
+import json
+
+import typer
+from typer.testing import CliRunner
+
+from posttrain.commands import models, serve
+from posttrain.engine.kv_cache import kv_bytes_per_token
+from posttrain.engine.planner import plan_kv, read_model_config
+
+
+def app() -> typer.Typer:
+    a = typer.Typer()
+    models.register(a)
+    serve.register(a)
+    return a
+
+
+def test_plan_kv_for_a_real_config(tmp_path):
+    cfg = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    r = CliRunner().invoke(app(), ["plan-kv", "--model", str(tmp_path), "--context", "1000000", "--json"])
+    plan = json.loads(r.output)
+    assert plan["bytes_per_token"] == 2 * 30 * 3 * 64 * 4 == kv_bytes_per_token(30, 3, 64, "float32")
+    assert plan["total_bytes"] == plan["bytes_per_token"] * 1_000_000
+
+
+def test_plan_kv_int8_and_presets():
+    p32 = plan_kv(read_model_config("tiny"), 100, 2, "float32")
+    p8 = plan_kv(read_model_config("tiny"), 100, 2, "int8")
+    assert p8["bytes_per_token"] < p32["bytes_per_token"] / 3
+    assert p32["blocks"] == 2 * 7  # 100 tokens round up to 7 blocks of 16, per sequence
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    r = CliRunner().invoke(app(), ["plan-kv", "--model", str(tmp_path / "nope"), "--context", "5"])
+    assert r.exit_code != 0 and "no model config" in str(r.exception)
+    r = CliRunner().invoke(app(), ["models", "import", "no-such-model"])
+    assert "unknown packaged model" in str(r.exception)
+    r = CliRunner().invoke(app(), ["serve", "--model", str(tmp_path / "nope")])
+    assert "no config.json" in str(r.exception)
