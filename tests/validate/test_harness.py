@@ -8,11 +8,10 @@ from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runs import attempt
 
-HOLE = ("agent/trial.py verify(): agent processes outlive the agent phase and "
-        "`rm -rf /logs/verifier` fails on a write-protected dir, so the old reward stays")
+# Both probes found real holes (agent processes outliving the agent phase; `rm -rf` failing
+# on a write-protected /logs/verifier), fixed in verify() by commit d3f4543.
 
 
-@pytest.mark.xfail(reason=HOLE, strict=False)
 @pytest.mark.parametrize("probe", agents.HARNESS_PROBES)
 def test_harness_probe_cannot_raise_reward(tmp_path, probe):
     task = terminal_basics.generate(tmp_path, 1, seed=0)[0]

@@ -1,8 +1,14 @@
-"""`posttrain tasks ...`: generate built-in suites and run task oracles."""
+"""`posttrain tasks ...`: scaffold, list, import and generate tasks; run their oracles.
+
+    posttrain tasks new my-task --dir tasks/       # a working task to edit
+    posttrain tasks list tasks/ --manifest validation.json
+    posttrain tasks import-tb1 terminal-bench/tasks tasks/
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -50,6 +56,83 @@ def oracle(
     Console().print(table)
     if failures:
         raise typer.Exit(1)
+
+
+SCAFFOLD = {
+    "instruction.md": "Create the file /app/hello.txt containing exactly: Hello, world!\n",
+    "environment/Dockerfile": "FROM ubuntu:24.04\nWORKDIR /app\n",
+    "solution/solve.sh": "#!/bin/bash\nset -e\nprintf 'Hello, world!\\n' > /app/hello.txt\n",
+    "tests/test.sh": ("#!/bin/bash\n# Write a reward on every path; the exit code is ignored.\n"
+                      "mkdir -p /logs/verifier\n"
+                      'if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; then\n'
+                      "  echo 1 > /logs/verifier/reward.txt\nelse\n"
+                      "  echo 0 > /logs/verifier/reward.txt\nfi\n"),
+}
+
+
+@tasks_app.command("new")
+def new(
+    name: str = typer.Argument(..., help="Task id (the directory name)."),
+    root: Path = typer.Option(Path("."), "--dir", help="Where to create the task directory."),
+) -> None:
+    """Scaffold a working Harbor task (hello world) to edit; `posttrain validate` passes it."""
+    from posttrain.errors import PosttrainError
+    from posttrain.tasks import Task, TaskConfig, write_task
+
+    if not name or "/" in name or name.startswith("."):
+        raise PosttrainError(f"task name {name!r}: use a plain directory name")
+    if (root / name).exists():
+        raise PosttrainError(f"{root / name}: already exists")
+    config = TaskConfig.model_validate({
+        "task": {"name": f"local/{name}", "description": "Edit me."},
+        "metadata": {"difficulty": "easy", "category": "example"},
+        "agent": {"timeout_sec": 120.0}, "verifier": {"timeout_sec": 60.0}})
+    files = dict(SCAFFOLD)
+    path = write_task(Task(name, files.pop("instruction.md"), config, Path(), files), root)
+    Console().print(f"created {path}: instruction.md, task.toml, environment/, solution/, tests/")
+
+
+def _list_row(path: Path, statuses: dict[str, str]) -> tuple[str, ...]:
+    from posttrain.errors import PosttrainError
+    from posttrain.tasks import read_task
+
+    try:
+        t = read_task(path)
+    except PosttrainError as e:
+        return (path.name, "", "", "", "", f"broken: {str(e).replace(f'{path}/', '').replace(str(path), '').strip(': ')}")
+    c = t.config
+    return (t.id, t.domain, str(c.metadata.get("difficulty", "")), f"{c.agent.timeout_sec:g}s",
+            f"{c.verifier.timeout_sec:g}s", statuses.get(t.id, "not validated"))
+
+
+@tasks_app.command("list")
+def list_tasks(
+    path: Path = typer.Argument(..., help="A directory of task directories."),
+    manifest: Optional[Path] = typer.Option(None, help="Validation manifest for the status column."),
+) -> None:
+    """A table of tasks: id, domain, difficulty, timeouts, status (unreadable tasks as broken)."""
+    from posttrain.validate import load_manifest
+    from posttrain.validate.runner import task_dirs
+
+    statuses = load_manifest(manifest) if manifest else {}
+    table = Table("id", "domain", "difficulty", "agent timeout", "verifier timeout", "status")
+    dirs = task_dirs(path)
+    for d in dirs:
+        table.add_row(*_list_row(d, statuses))
+    Console().print(table)
+    Console().print(f"{len(dirs)} tasks")
+
+
+@tasks_app.command("import-tb1")
+def import_tb1(
+    src: Path = typer.Argument(..., help="A Terminal-Bench 1 task dir, or a dir of them."),
+    out: Path = typer.Argument(..., help="Directory to write the Harbor task directories into."),
+) -> None:
+    """Convert Terminal-Bench 1 tasks (task.yaml, solution.sh, run-tests.sh) to Harbor tasks."""
+    from posttrain.tasks.tb1 import import_tb1 as convert
+
+    paths = convert(src, out)
+    Console().print(f"imported {len(paths)} tasks into {out}")
 
 
 def register(app: typer.Typer) -> None:
