@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "posttrain.commands.eval",
     "posttrain.commands.serve",
     "posttrain.commands.models",
+    "posttrain.commands.rl",
     "posttrain.commands.validate",
 ]
 

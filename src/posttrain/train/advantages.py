@@ -1,12 +1,36 @@
-"""Group-relative advantages: each episode's reward against its group's (GRPO)."""
+"""Advantage estimators, registered by name: rewards [N] and group ids [N] in, advantages [N] out.
+
+grpo: (r - mean_g) / std_g; dr_grpo: r - mean_g; rloo: r - mean of the others in the group;
+batch: (r - mean) / std over the whole batch (a critic-free PPO baseline).
+A group whose rewards are all equal gets 0 under the group estimators (no signal).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Callable
 
 import torch
 
 from posttrain.types import Episode
+
+ADVANTAGES: dict[str, Callable] = {}
+# The estimator each loss is paired with unless the config names another.
+DEFAULT_FOR_LOSS = {"grpo": "grpo", "dr_grpo": "dr_grpo", "dapo": "grpo", "rloo": "rloo",
+                    "ppo_clip": "batch"}
+
+
+def register(name: str):
+    def wrap(fn):
+        ADVANTAGES[name] = fn
+        return fn
+    return wrap
+
+
+def get_advantage(name: str) -> Callable:
+    if name not in ADVANTAGES:
+        raise KeyError(f"unknown advantage estimator {name!r}; known: {sorted(ADVANTAGES)}")
+    return ADVANTAGES[name]
 
 
 def group_normalized(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6,
@@ -28,10 +52,40 @@ def group_normalized(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float 
     return adv
 
 
-def episode_advantages(episodes: list[Episode]) -> list[float]:
+@register("grpo")
+def grpo_advantages(rewards, group_ids):
+    return group_normalized(rewards, group_ids)
+
+
+@register("dr_grpo")
+def dr_grpo_advantages(rewards, group_ids):
+    return group_normalized(rewards, group_ids, scale_by_std=False)
+
+
+@register("rloo")
+def rloo_advantages(rewards, group_ids):
+    """A_i = r_i - (sum_g - r_i) / (n_g - 1) = n_g / (n_g - 1) * (r_i - mean_g)."""
+    adv = torch.zeros_like(rewards)
+    for g in group_ids.unique():
+        idx = group_ids == g
+        n = int(idx.sum())
+        if n > 1:
+            r = rewards[idx]
+            adv[idx] = r - (r.sum() - r) / (n - 1)
+    return adv
+
+
+@register("batch")
+def batch_advantages(rewards, group_ids, eps: float = 1e-6):
+    """Whitened over the whole batch: (r - mean) / (std + eps); 0 if all rewards are equal."""
+    std = rewards.std(unbiased=False)
+    return (rewards - rewards.mean()) / (std + eps) if std > 0 else torch.zeros_like(rewards)
+
+
+def episode_advantages(episodes: list[Episode], estimator: str = "grpo") -> list[float]:
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float)
     groups = torch.tensor([e.group_id for e in episodes])
-    return group_normalized(rewards, groups).tolist()
+    return get_advantage(estimator)(rewards, groups).tolist()
 
 
 def group_stats(episodes: list[Episode]) -> dict[str, float]:

@@ -4,14 +4,16 @@ accumulation, grad-norm clipping, AdamW. Sampling happens elsewhere."""
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from posttrain.train.advantages import episode_advantages
+from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
 from posttrain.train.logprobs import token_logprobs
-from posttrain.train.losses import get_loss, k3_kl, masked_mean, sft_loss
+from posttrain.train.losses import LOSS_WEIGHTING, LOSSES, get_loss, k3_kl, masked_mean, sft_loss
+from posttrain.train.mismatch import mismatch_stats
 from posttrain.types import Episode
 
 
@@ -28,10 +30,36 @@ class OptimConfig(BaseModel):
 class RLConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    loss: str = "grpo"
+    loss: str = "grpo"                       # a name in train.losses.LOSSES
+    advantage: str | None = None             # None: the loss's usual estimator (DEFAULT_FOR_LOSS)
     clip_eps: float = Field(0.2, gt=0)
+    clip_eps_high: float | None = Field(None, gt=0)  # DAPO clip-higher; None: the loss's default
     kl_coef: float = Field(0.0, ge=0)
     temperature: float = Field(1.0, gt=0)
+    # Truncated IS against the sampler's logprobs. "none": the PPO ratio is taken against
+    # the sampler directly; "token"/"sequence": the ratio is taken against the trainer's own
+    # pre-step logprobs and each token is weighted by min(p_trainer / p_sampler, tis_cap).
+    tis: Literal["none", "token", "sequence"] = "none"
+    tis_cap: float = Field(2.0, gt=0)
+    norm_len: int = Field(512, ge=1)         # Dr.GRPO's constant length normaliser
+
+    @field_validator("loss")
+    @classmethod
+    def _known_loss(cls, v: str) -> str:
+        if v not in LOSSES:
+            raise ValueError(f"unknown loss {v!r}; known: {sorted(LOSSES)}")
+        return v
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_advantage(cls, v: str | None) -> str | None:
+        if v is not None and v not in ADVANTAGES:
+            raise ValueError(f"unknown advantage {v!r}; known: {sorted(ADVANTAGES)}")
+        return v
+
+    @property
+    def advantage_name(self) -> str:
+        return self.advantage or DEFAULT_FOR_LOSS.get(self.loss, "grpo")
 
 
 def _micro_batches(episodes: list[Episode], size: int):
@@ -51,21 +79,31 @@ class PolicyTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None) -> dict:
+    def state_dict(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None,
+              weighting: str = "seq") -> dict:
+        """Accumulate gradients over micro-batches, each weighted by its share of the
+        batch's sequences (weighting "seq") or model tokens ("token"), then one step."""
         t0 = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = {}
         total_tokens = sum(e.tokens_out for e in episodes)
-        for chunk_idx, chunk in enumerate(_micro_batches(list(range(len(episodes))),
-                                                         self.optim_cfg.micro_batch)):
+        for chunk in _micro_batches(list(range(len(episodes))), self.optim_cfg.micro_batch):
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
             loss, part = loss_fn(batch)
-            (loss * len(eps) / len(episodes)).backward()
+            share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
+                     else len(eps) / len(episodes))
+            (loss * share).backward()
             for k, v in part.items():
-                stats[k] = stats.get(k, 0.0) + v * len(eps) / len(episodes)
+                stats[k] = stats.get(k, 0.0) + v * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
         self.optimizer.step()
         self.model.eval()
@@ -82,8 +120,10 @@ class PolicyTrainer:
         return self._step(loss_fn, episodes, None)
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
-        """One policy-gradient step on sampled episodes with group-normalised advantages."""
+        """One policy-gradient step on sampled episodes with the configured advantages,
+        loss and (optionally) truncated IS; logs trainer–sampler mismatch over the batch."""
         policy_loss = get_loss(cfg.loss)
+        flat_lp, flat_ro = [], []
 
         def loss_fn(b: Batch):
             lp = token_logprobs(self.model, b.input_ids, b.attention_mask, cfg.temperature)
@@ -92,13 +132,23 @@ class PolicyTrainer:
                 with torch.no_grad():
                     ref = token_logprobs(self.ref_model, b.input_ids, b.attention_mask,
                                          cfg.temperature)
-            loss, part = policy_loss(lp, b.old_logprobs, b.advantages, b.loss_mask,
-                                     clip_eps=cfg.clip_eps, ref_logprobs=ref, kl_coef=cfg.kl_coef)
+            # With TIS, the ratio is against this step's own (pre-update) logprobs and the
+            # sampler enters only through the truncated weight (decoupled PPO).
+            old = lp.detach() if cfg.tis != "none" else b.old_logprobs
+            extra = {"clip_eps_high": cfg.clip_eps_high} if cfg.clip_eps_high else {}
+            loss, part = policy_loss(lp, old, b.advantages, b.loss_mask, clip_eps=cfg.clip_eps,
+                                     ref_logprobs=ref, kl_coef=cfg.kl_coef, norm_len=cfg.norm_len,
+                                     rollout_logprobs=b.old_logprobs, tis_level=cfg.tis,
+                                     tis_cap=cfg.tis_cap if cfg.tis != "none" else None, **extra)
             with torch.no_grad():
                 part["entropy"] = -masked_mean(lp, b.loss_mask).item()
-                part["mismatch_k3"] = masked_mean(k3_kl(lp, b.old_logprobs), b.loss_mask).item()
-                part["mismatch_max_abs"] = ((lp - b.old_logprobs).abs() * b.loss_mask).max().item()
+                keep = b.loss_mask.bool()
+                flat_lp.append(lp.detach()[keep])
+                flat_ro.append(b.old_logprobs[keep])
                 if ref is not None:
                     part["kl_ref"] = masked_mean(k3_kl(lp, ref), b.loss_mask).item()
             return loss, {"loss": loss.item(), **part}
-        return self._step(loss_fn, episodes, episode_advantages(episodes))
+        advantages = episode_advantages(episodes, cfg.advantage_name)
+        stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss])
+        lp, ro = torch.cat(flat_lp), torch.cat(flat_ro)
+        return stats | mismatch_stats(lp, ro, torch.ones_like(lp))

@@ -1,0 +1,36 @@
+"""`posttrain rl CONFIG.toml`: asynchronous RL with bounded staleness (docs/rl.md)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+
+def rl(
+    config: Optional[str] = typer.Argument(None, help="TOML config; every key has a default."),
+    set_: list[str] = typer.Option([], "--set", help="Override a key, e.g. --set rollout.steps=5."),
+    resume: bool = typer.Option(False, help="Continue from the run's latest checkpoint."),
+    overwrite: bool = typer.Option(False, help="Replace an existing run directory."),
+) -> None:
+    """Train a policy with RL: rollouts and training as two loops around a buffer."""
+    from posttrain.recipes.rl import run_rl
+    from posttrain.recipes.rl_config import load_rl_config
+
+    cfg = load_rl_config(config, list(set_))
+    console = Console()
+    mode = "sync" if cfg.rollout.max_staleness == 0 else f"async, max_staleness {cfg.rollout.max_staleness}"
+    console.print(f"[bold]posttrain rl[/bold] → {cfg.run_dir} ({mode}, loss {cfg.algo.loss})")
+    s = run_rl(cfg, resume=resume, overwrite=overwrite, console=console)
+    for label, key in (("before", "eval_before"), ("after ", "eval_after")):
+        e = s[key]
+        if e:
+            metric = "pass@1" if "pass_at_1" in e else "reward"
+            value = e.get("pass_at_1", e.get("reward_mean"))
+            console.print(f"held-out {metric} {label} = {value:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}]")
+    console.print(f"{s['trajectories']} trajectories in {s['wall_s']:.0f} s; metrics: {cfg.run_dir / 'metrics.jsonl'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(rl)

@@ -1,0 +1,222 @@
+"""`posttrain rl CONFIG.toml`: asynchronous RL on tasks, from a warm-started tiny model or an
+HF checkpoint, with held-out evals before and after.
+
+    posttrain rl examples/rl.toml            # runs/rl: metrics.jsonl, events.jsonl, checkpoints/
+    posttrain rl examples/rl.toml --resume   # continue from checkpoints/latest exactly
+
+The pipeline (rollout/pipeline.py) runs the rollout loop and the training loop; this file
+only builds the parts: tasks and environment, policy, engine, trainer, sampler.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
+from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
+from posttrain.errors import PosttrainError, TaskError
+from posttrain.evals.quick import evaluate_pass_at_1
+from posttrain.evals.stats import clustered_mean_ci
+from posttrain.recipes.progress import Phases
+from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
+from posttrain.rollout.events import EventLog
+from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.single_turn import REWARDS, copy_prompts
+from posttrain.rollout.weights import LockedEngine
+from posttrain.schedule.sampler import GroupJob, TaskSampler
+from posttrain.tasks.suites import terminal_basics
+from posttrain.tasks.task import read_task
+from posttrain.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from posttrain.train.metrics import MetricsLog
+from posttrain.train.trainer import PolicyTrainer
+from posttrain.types import Episode
+
+
+def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
+    run_dir = cfg.run_dir
+    if resume:
+        if latest_checkpoint(run_dir) is None:
+            raise PosttrainError(f"{run_dir}: no checkpoint to resume from")
+        return run_dir
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise PosttrainError(f"{run_dir} already exists; pass --overwrite, --resume or another name")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    return run_dir
+
+
+def _sandbox_tasks(cfg: RLRunConfig, run_dir: Path):
+    t = cfg.tasks
+    if t.kind == "terminal-basics":
+        train = terminal_basics.generate(run_dir / "tasks" / "train", t.n_train, cfg.seed, "train")
+        held = terminal_basics.generate(run_dir / "tasks" / "heldout", t.n_eval, cfg.seed + 1, "heldout")
+        return train, held
+    root = Path(t.path or "")
+    if not root.is_dir():
+        raise PosttrainError(f"tasks.path {root} is not a directory")
+    tasks, bad = [], []
+    for p in sorted(x for x in root.iterdir() if x.is_dir()):
+        try:
+            tasks.append(read_task(p))
+        except TaskError as e:
+            bad.append(str(e))
+    if not tasks:
+        raise PosttrainError(f"no valid tasks in {root}" + (f": {bad[0]}" if bad else ""))
+    n_eval = min(t.n_eval, len(tasks) - 1)
+    return tasks[:len(tasks) - n_eval], tasks[len(tasks) - n_eval:]
+
+
+def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode]) -> None:
+    from posttrain.train.trainer import OptimConfig
+
+    trainer = PolicyTrainer(model, pad_id, OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32))
+    rng = random.Random(cfg.seed)
+    for _ in range(cfg.policy.sft_steps):
+        trainer.sft_step(rng.sample(demos, min(cfg.policy.sft_batch, len(demos))))
+
+
+def _fresh_policy(cfg: RLRunConfig, corpus: list[str], demos_of) -> tuple:
+    """A tokenizer trained on the corpus and a tiny model warm-started on demonstrations."""
+    tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
+    model = build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed)
+    if cfg.policy.sft_steps:
+        _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer))
+    return model, tokenizer
+
+
+def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
+    if resume_from is not None:
+        return load_policy(resume_from / "model")
+    if cfg.policy.init != "scratch":
+        return load_policy(cfg.policy.init)
+    return _fresh_policy(cfg, *corpus_and_demos())
+
+
+def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None):
+    """(train env, held-out env, model, tokenizer) for the configured task kind."""
+    g, t = cfg.rollout.group_size, cfg.tasks
+    if t.kind == "copy":
+        if t.reward not in REWARDS:
+            raise PosttrainError(f"unknown reward {t.reward!r}; known: {sorted(REWARDS)}")
+        train, held = copy_prompts(t.n_train, cfg.seed), copy_prompts(t.n_eval, cfg.seed + 1)
+
+        def corpus_and_demos():
+            corpus = [p.text for p in train + held] + [p.target for p in train]
+
+            def demos(tok):
+                eps = []
+                for p in train:
+                    e = Episode(p.id, 0)
+                    e.append(tok.encode(p.text, add_special_tokens=False), sampled=False)
+                    ids = tok.encode(p.target + "<|end|>", add_special_tokens=False)
+                    e.append(ids, sampled=True, logprobs=[0.0] * len(ids))
+                    eps.append(e)
+                return eps
+            return corpus, demos
+        model, tok = _policy(cfg, resume_from, corpus_and_demos)
+        kw = dict(tokenizer=tok, reward_fn=REWARDS[t.reward], max_tokens=t.max_tokens,
+                  max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
+                  stop_token_ids=[tok.convert_tokens_to_ids("<|end|>")], chunk_tokens=t.chunk_tokens)
+        return SingleTurnEnv(train, group_size=g, **kw), SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok
+    train, held = _sandbox_tasks(cfg, run_dir)
+
+    def corpus_and_demos():
+        transcripts = [x for x in play_oracles(train, cfg.agent) if x.reward >= 1]
+        if not transcripts:
+            raise PosttrainError("no valid tasks: the oracle solves none of the training tasks")
+        corpus = [SYSTEM_PROMPT] + [s for x in transcripts for s in transcript_texts(x)]
+        return corpus, lambda tok: [demo_episode(x, ChatFramer(tok)) for x in transcripts]
+    model, tok = _policy(cfg, resume_from, corpus_and_demos)
+    framer = ChatFramer(tok)
+    env = SandboxEnv(train, framer, cfg.agent, g, cfg.rollout.temperature, cfg.rollout.episode_timeout_s)
+    return env, SandboxEnv(held, framer, cfg.agent, t.eval_samples, cfg.rollout.temperature), model, tok
+
+
+def evaluate(env, engine, cfg: RLRunConfig, seed: int) -> dict:
+    """Held-out pass@1 (sandbox tasks) or mean reward (single-turn), task-clustered 95% CI."""
+    if not env.task_ids:
+        return {}
+    if isinstance(env, SandboxEnv):
+        params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
+        summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent)
+        return summary
+    jobs = [GroupJob(i, i, tid, seed + i) for i, tid in enumerate(env.task_ids)]
+    scores: dict[str, list[float]] = defaultdict(list)
+    for group in env.run(jobs, engine):
+        for e in group:
+            scores[e.task_id].append(e.reward)
+    ci = asdict(clustered_mean_ci(dict(scores)))
+    return {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+            "n_tasks": ci["n_tasks"], "k": env.group_size}
+
+
+def _truncate_lines(path: Path, n: int) -> None:
+    """Keep the first n lines: what a killed run wrote after its last checkpoint is redone."""
+    if path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:n]
+        path.write_text("".join(lines), encoding="utf-8")
+
+
+def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
+    t_start = time.perf_counter()
+    run_dir = _prepare_run_dir(cfg, resume, overwrite)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    n_eval = 0 if cfg.tasks.n_eval == 0 else 2
+    with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases:
+        env, held_env, model, tok = build_env(cfg, run_dir, ckpt)
+        engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+        trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
+        extra: dict = {}
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, model, trainer)
+            extra = state["recipe"]
+            _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
+            _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
+        pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout,
+                            cfg.algo, EventLog(run_dir / "events.jsonl"))
+        phases.advance("setup")
+        if ckpt is not None:
+            pipeline.load_state_dict(state["pipeline"])
+            phases.advance("rl", n=pipeline.step)
+        else:
+            extra = {"eval_before": evaluate(held_env, engine, cfg, cfg.seed + 424_242), "metrics_lines": 0}
+        phases.advance("eval")
+        log = MetricsLog(run_dir)
+
+        def on_step(step: int, stats: dict) -> None:
+            log.log("rl", step, stats)
+            extra["metrics_lines"] += 1
+            phases.advance("rl", reward=stats["reward_mean"], stale=stats["staleness_mean"],
+                           idle=stats["trainer_idle_frac"])
+            every = cfg.rollout.checkpoint_every
+            if (every and (step + 1) % every == 0) or step + 1 == cfg.rollout.steps:
+                save_checkpoint(run_dir, step + 1, model, tok, trainer,
+                                {"pipeline": pipeline.state_dict(), "recipe": extra})
+        pipeline.run(on_step)
+        log.close()
+        pipeline.events.close()
+        after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
+        phases.advance("eval")
+    summary = {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
+               "trajectories": pipeline.trajectories, "wall_s": round(time.perf_counter() - t_start, 1),
+               "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

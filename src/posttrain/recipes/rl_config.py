@@ -1,0 +1,106 @@
+"""Typed config of `posttrain rl CONFIG.toml`: one section per component, defaults that
+work, and a one-line ConfigError for an unknown key or a wrong type."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from posttrain.agent.config import AgentConfig
+from posttrain.errors import ConfigError
+from posttrain.rollout.config import RolloutConfig
+from posttrain.train.trainer import OptimConfig, RLConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PolicyConfig(_Section):
+    init: str = "scratch"                  # "scratch" (tiny model + SFT on oracle demos) or an HF dir
+    preset: str = "tiny"
+    vocab_size: int = Field(1024, ge=300)
+    sft_steps: int = Field(60, ge=0)       # warm start from oracle demonstrations (sandbox tasks)
+    sft_batch: int = Field(16, ge=1)
+    sft_lr: float = Field(3e-3, gt=0)
+
+
+class TasksConfig(_Section):
+    kind: Literal["terminal-basics", "copy", "dir"] = "terminal-basics"
+    path: str | None = None                # task directory root for kind = "dir"
+    n_train: int = Field(48, ge=1)
+    n_eval: int = Field(12, ge=0)          # held-out tasks; 0 skips the evals
+    eval_samples: int = Field(2, ge=1)
+    max_tokens: int = Field(16, ge=1)      # single-turn ("copy") reply budget
+    reward: str = "similarity"             # single-turn reward function
+    chunk_tokens: int | None = Field(None, ge=1)  # single-turn: tokens per generate call
+
+
+class AlgoConfig(RLConfig):
+    """RLConfig with the pipeline's defaults: token-level truncated IS on."""
+
+    tis: Literal["none", "token", "sequence"] = "token"
+
+
+class RLOptimConfig(OptimConfig):
+    lr: float = Field(1e-3, gt=0)
+    micro_batch: int = Field(32, ge=1)
+
+
+class RLRunConfig(_Section):
+    name: str = "rl"
+    runs_dir: str = "runs"
+    seed: int = 0
+    threads: int = Field(2, ge=1)
+    policy: PolicyConfig = PolicyConfig()
+    tasks: TasksConfig = TasksConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    algo: AlgoConfig = AlgoConfig()
+    optim: RLOptimConfig = RLOptimConfig()
+    agent: AgentConfig = AgentConfig()
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _override(item: str) -> dict:
+    """`rollout.steps=10` → {"rollout": {"steps": 10}}; the value is read as TOML, else a string."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. rollout.steps=10)")
+    key, raw = item.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return value
+
+
+def load_rl_config(path: str | None = None, overrides: list[str] = ()) -> RLRunConfig:
+    data: dict = {}
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"{path}: {e}") from None
+    for item in overrides:
+        data = _merge(data, _override(item))
+    try:
+        return RLRunConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+        raise ConfigError(f"config key {where}: {err['msg']}{got}") from None

@@ -1,0 +1,21 @@
+"""RolloutConfig: the knobs of the two loops, checked when built."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RolloutConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(10, ge=1)                 # optimizer steps (policy versions) to train
+    groups_per_step: int = Field(4, ge=1)        # B: groups in one training batch
+    group_size: int = Field(4, ge=2)             # G: attempts per task
+    max_staleness: int = Field(1, ge=0)          # versions a token may lag; 0 = synchronous
+    overprovision: int = Field(1, ge=0)          # extra groups in flight for the long tail
+    groups_per_wave: int = Field(2, ge=1)        # groups one rollout worker runs in lockstep
+    workers: int = Field(2, ge=1)                # concurrent rollout workers (async only)
+    max_refill_rounds: int = Field(4, ge=1)      # waves of refills before a step goes short
+    episode_timeout_s: float | None = Field(None, gt=0)  # per-episode cap on the agent phase
+    checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
+    temperature: float = Field(1.0, gt=0)

@@ -1,0 +1,129 @@
+"""Environments that turn group assignments into episodes.
+
+SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox
+(agent.loop.run_episodes), with a per-episode time cap. SingleTurnEnv: one reply per
+prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
+A reward function that raises, or a prompt that does not fit the context, becomes a
+recorded episode status; the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+from posttrain.agent.chat import ChatFramer
+from posttrain.agent.config import AgentConfig
+from posttrain.agent.loop import run_episodes
+from posttrain.engine.base import Engine, SamplingParams
+from posttrain.schedule.sampler import GroupJob
+from posttrain.tasks import Task
+from posttrain.types import Episode
+
+
+def capped(task: Task, timeout_s: float | None) -> Task:
+    """The task with its agent timeout lowered to the per-episode cap (if smaller)."""
+    if timeout_s is None or task.config.agent.timeout_sec <= timeout_s:
+        return task
+    agent = task.config.agent.model_copy(update={"timeout_sec": timeout_s})
+    return dataclasses.replace(task, config=task.config.model_copy(update={"agent": agent}))
+
+
+@dataclasses.dataclass
+class SandboxEnv:
+    tasks: list[Task]
+    framer: ChatFramer
+    agent: AgentConfig
+    group_size: int
+    temperature: float = 1.0
+    episode_timeout_s: float | None = None
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+    def run(self, jobs: list[GroupJob], engine: Engine) -> list[list[Episode]]:
+        """All groups of the wave in lockstep; returns one list of G episodes per job."""
+        runs = [(capped(self.tasks[j.task_index], self.episode_timeout_s), j.uid)
+                for j in jobs for _ in range(self.group_size)]
+        params = SamplingParams(temperature=self.temperature, seed=jobs[0].seed)
+        episodes = run_episodes(runs, engine, self.framer, params, self.agent)
+        g = self.group_size
+        return [episodes[i * g:(i + 1) * g] for i in range(len(jobs))]
+
+
+@dataclasses.dataclass
+class Prompt:
+    id: str
+    text: str
+    target: str
+
+
+RewardFn = Callable[[str, Prompt], float]
+
+
+@dataclasses.dataclass
+class SingleTurnEnv:
+    prompts: list[Prompt]
+    tokenizer: object
+    reward_fn: RewardFn
+    group_size: int
+    max_tokens: int = 16
+    max_context: int = 2048
+    temperature: float = 1.0
+    stop_token_ids: list[int] = dataclasses.field(default_factory=list)
+    chunk_tokens: int | None = None  # sample replies this many tokens per generate call
+
+    @property
+    def task_ids(self) -> list[str]:
+        return [p.id for p in self.prompts]
+
+    def run(self, jobs: list[GroupJob], engine: Engine) -> list[list[Episode]]:
+        prompts = [self.prompts[j.task_index] for j in jobs]
+        ids = [self.tokenizer.encode(p.text, add_special_tokens=False) for p in prompts]
+        fits = [len(x) + self.max_tokens <= self.max_context for x in ids]
+        out = []
+        for job, prompt, x, ok in zip(jobs, prompts, ids, fits):
+            group = []
+            for _ in range(self.group_size):
+                ep = Episode(prompt.id, job.uid)
+                ep.append(x, sampled=False)
+                ep.prompt_len = len(x)
+                if not ok:
+                    ep.status, ep.error = "context_overflow", "prompt + max_tokens exceed the context"
+                group.append(ep)
+            out.append(group)
+        live = [(ep, p) for group, p, ok in zip(out, prompts, fits) if ok for ep in group]
+        self._generate([ep for ep, _ in live], engine, jobs[0].seed)
+        for ep, p in live:
+            self._score(ep, p)
+        return out
+
+    def _generate(self, episodes: list[Episode], engine: Engine, seed: int) -> None:
+        """Sample replies, chunk_tokens at a time when set: each chunk is its own generate
+        call, so a weight update can land mid-reply and the tokens after it carry the new
+        version (a partial rollout)."""
+        chunk = self.chunk_tokens or self.max_tokens
+        live, i = list(episodes), 0
+        while live:
+            room = [min(chunk, self.max_tokens - e.tokens_out) for e in live]
+            params = SamplingParams(temperature=self.temperature, max_tokens=min(room),
+                                    seed=seed * 1000 + i, stop_token_ids=list(self.stop_token_ids))
+            for ep, comp in zip(live, engine.generate([e.tokens for e in live], params)):
+                ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs,
+                          version=comp.policy_version)
+            live = [e for e in live if e.tokens_out < self.max_tokens
+                    and e.tokens[-1] not in self.stop_token_ids]
+            i += 1
+
+    def _score(self, ep: Episode, prompt: Prompt) -> None:
+        body = [t for t, m in zip(ep.tokens, ep.loss_mask) if m and t not in self.stop_token_ids]
+        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        try:
+            reward = float(self.reward_fn(text, prompt))
+            if not math.isfinite(reward):
+                raise ValueError(f"reward is {reward}")
+            ep.reward = reward
+        except Exception as e:  # a broken reward function is recorded, the run goes on
+            ep.status, ep.error = "verifier_error", f"reward function raised {type(e).__name__}: {e}"

@@ -1,0 +1,216 @@
+"""Asynchronous RL as two loops around a buffer.
+
+The rollout loop claims group assignments from the task sampler, runs them through the
+environment (in waves of lockstep groups) and puts finished groups in the buffer. The
+training loop takes the B lowest-uid groups whose oldest token is at most `max_staleness`
+versions old, takes one optimizer step and publishes the weights as version + 1.
+
+max_staleness 0 runs both loops in one thread, alternating: collect a batch at version v,
+train, publish; a run is then a pure function of the seed. max_staleness >= 1 runs
+`workers` rollout threads beside the trainer; at most (1 + max_staleness) * B +
+overprovision groups are outstanding (in flight or buffered), so samples cannot run ahead
+of the trainer by more than the bound, and episodes in flight during a publish continue
+on the new weights (partial rollouts, per-token versions).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from posttrain.rollout.buffer import Buffer, Group
+from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.events import EventLog
+from posttrain.rollout.stats import IdleClock, episode_stats, staleness_stats
+from posttrain.rollout.weights import LockedEngine
+from posttrain.schedule.sampler import GroupJob, TaskSampler
+from posttrain.train.trainer import PolicyTrainer, RLConfig
+
+
+class Pipeline:
+    def __init__(self, env, engine: LockedEngine, trainer: PolicyTrainer, sampler: TaskSampler,
+                 cfg: RolloutConfig, algo: RLConfig, events: EventLog | None = None):
+        self.env, self.engine, self.trainer, self.sampler = env, engine, trainer, sampler
+        self.cfg, self.algo, self.events = cfg, algo, events or EventLog(None)
+        self.version = self.step = self.trajectories = 0
+        self.buffer = Buffer()
+        self.in_flight: dict[int, GroupJob] = {}
+        self.cond = threading.Condition()
+        self.stop, self.error = False, None
+        self.returned_since_step = 0
+        self.clock = IdleClock(time.perf_counter())
+        self.trainer_wait_s = 0.0
+
+    # ---- the rollout loop --------------------------------------------------------------
+
+    def _room(self) -> int:
+        c = self.cfg
+        limit = (1 + c.max_staleness) * c.groups_per_step + c.overprovision
+        return limit - len(self.in_flight) - len(self.buffer)
+
+    def _claim(self, n: int) -> list[GroupJob]:
+        jobs = [self.sampler.next() for _ in range(n)]
+        for j in jobs:
+            self.in_flight[j.uid] = j
+            self.events.emit("issue", uid=j.uid, task=j.task_id, version=self.version)
+        self.clock.start(time.perf_counter())
+        return jobs
+
+    def produce(self, jobs: list[GroupJob]) -> None:
+        """Run one wave of groups and put them in the buffer (the rollout loop's body)."""
+        try:
+            results = self.env.run(jobs, self.engine)
+        finally:
+            with self.cond:
+                self.clock.stop(time.perf_counter())
+        with self.cond:
+            for job, episodes in zip(jobs, results):
+                group = Group.of(job, episodes, self.version)
+                self.in_flight.pop(job.uid, None)
+                kept = self.buffer.put(group)
+                self.returned_since_step += not kept
+                self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
+                                 version_max=group.version_max,
+                                 rewards=[round(e.reward, 6) for e in episodes])
+            self.cond.notify_all()
+
+    def _rollout_worker(self) -> None:
+        try:
+            while True:
+                with self.cond:
+                    while not self.stop and self._room() <= 0:
+                        self.cond.wait()
+                    if self.stop:
+                        return
+                    jobs = self._claim(min(self._room(), self.cfg.groups_per_wave))
+                self.produce(jobs)
+        except BaseException as e:  # surfaced by the training loop
+            with self.cond:
+                self.error, self.stop = e, True
+                self.cond.notify_all()
+
+    # ---- the training loop -------------------------------------------------------------
+
+    def _short(self) -> bool:
+        """Too many groups came back without signal since the last step: go with what we have."""
+        c = self.cfg
+        return self.returned_since_step >= c.max_refill_rounds * (c.groups_per_step + c.overprovision)
+
+    def _batch_sync(self) -> list[Group]:
+        c = self.cfg
+        for _ in range(c.max_refill_rounds):
+            with self.cond:
+                self._drop_stale()
+                if self.buffer.can_take(c.groups_per_step):
+                    break
+                jobs = self._claim(c.groups_per_step - len(self.buffer) + c.overprovision)
+            self.produce(jobs)
+        with self.cond:
+            self._drop_stale()
+            return self.buffer.take(c.groups_per_step)
+
+    def _batch_async(self) -> list[Group]:
+        c = self.cfg
+        t0 = time.perf_counter()
+        with self.cond:
+            while True:
+                if self.error is not None:
+                    raise self.error
+                self._drop_stale()
+                if self.buffer.can_take(c.groups_per_step) or self._short():
+                    break
+                self.cond.wait(timeout=0.5)
+            self.trainer_wait_s += time.perf_counter() - t0
+            return self.buffer.take(c.groups_per_step)
+
+    def _drop_stale(self) -> None:
+        dropped = self.buffer.drop_stale(self.version, self.cfg.max_staleness)
+        self.returned_since_step += dropped
+        if dropped:
+            self.cond.notify_all()
+
+    def train_on(self, groups: list[Group]) -> dict:
+        """One optimizer step on the groups, then publish version + 1 to the engine."""
+        episodes = [e for g in groups for e in g.trainable]
+        stats = episode_stats([e for g in groups for e in g.episodes])
+        stats |= staleness_stats(episodes, self.version, self.cfg.max_staleness)
+        with self.cond:
+            self.events.emit("train", step=self.step, version=self.version,
+                             uids=[g.uid for g in groups])
+            self.sampler.mark_consumed([g.job.task_id for g in groups])
+            self.returned_since_step = 0
+        if not episodes:
+            return stats | {"skipped": 1.0, "groups": 0.0}
+        stats |= self.trainer.rl_step(episodes, self.algo)
+        with self.cond:
+            self.version += 1
+            self.events.emit("publish", version=self.version)
+        self.engine.publish(self.trainer.model, self.version)
+        self.trajectories += len(episodes)
+        return stats | {"skipped": 0.0, "groups": float(len(groups))}
+
+    def run(self, on_step: Callable[[int, dict], None] | None = None) -> None:
+        """Train until cfg.steps; on_step(step, stats) runs after each step (log, checkpoint)."""
+        asynchronous = self.cfg.max_staleness > 0
+        workers = [threading.Thread(target=self._rollout_worker, daemon=True, name=f"rollout-{i}")
+                   for i in range(self.cfg.workers if asynchronous else 0)]
+        for w in workers:
+            w.start()
+        t_start = time.perf_counter()
+        try:
+            while self.step < self.cfg.steps:
+                stats = self._one_step(asynchronous, t_start)
+                if on_step is not None:
+                    on_step(self.step, stats)
+                self.step += 1
+        finally:
+            with self.cond:
+                self.stop = True
+                self.cond.notify_all()
+            for w in workers:
+                w.join()
+
+    def _one_step(self, asynchronous: bool, t_start: float) -> dict:
+        t0, busy0, wait0 = time.perf_counter(), self.clock.busy(time.perf_counter()), self.trainer_wait_s
+        gen0 = self.engine.generate_s
+        groups = self._batch_async() if asynchronous else self._batch_sync()
+        if not asynchronous:  # the trainer waited for the whole collection
+            self.trainer_wait_s += time.perf_counter() - t0
+        stats = self.train_on(groups)
+        now = time.perf_counter()
+        wall = max(now - t0, 1e-9)
+        with self.cond:
+            busy = self.clock.busy(now) - busy0
+            stats |= {"version": float(self.version), "buffer_groups": float(len(self.buffer)),
+                      "groups_filtered_total": float(self.buffer.stats.filtered),
+                      "groups_dropped_stale_total": float(self.buffer.stats.dropped_stale)}
+        return stats | {
+            "trainer_idle_frac": min(1.0, (self.trainer_wait_s - wait0) / wall),
+            "sampler_idle_frac": max(0.0, 1.0 - busy / wall),
+            "engine_busy_frac": min(1.0, (self.engine.generate_s - gen0) / wall),
+            "step_wall_s": wall, "elapsed_s": now - t_start,
+            "trajectories_total": float(self.trajectories),
+            "trajectories_per_s": self.trajectories / max(now - t_start, 1e-9)}
+
+    # ---- checkpoint state --------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Everything but the model and optimizer; in-flight groups are re-queued."""
+        with self.cond:
+            sampler = self.sampler.state_dict()
+            requeue = {j["uid"]: j for j in sampler["requeued"]}
+            requeue |= {j.uid: {"uid": j.uid, "task_index": j.task_index, "task_id": j.task_id,
+                                "seed": j.seed} for j in self.in_flight.values()}
+            sampler["requeued"] = [requeue[u] for u in sorted(requeue)]
+            return {"version": self.version, "step": self.step + 1, "trajectories": self.trajectories,
+                    "buffer": self.buffer.state_dict(), "sampler": sampler,
+                    "events": self.events.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.version, self.step = state["version"], state["step"]
+        self.trajectories = state["trajectories"]
+        self.buffer.load_state_dict(state["buffer"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.events.count = state["events"]
+        self.engine.publish(self.trainer.model, self.version)

@@ -1,0 +1,44 @@
+"""The rollout engine behind a lock, so weight updates land between generate calls.
+
+The trainer publishes new weights with `publish`; a generate call in flight finishes on
+the old weights first. Multi-turn episodes therefore continue across an update (partial
+rollouts): each turn's tokens carry the version they were sampled with.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from posttrain.engine.base import Engine, SamplingParams
+from posttrain.types import Completion
+
+
+class LockedEngine(Engine):
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._lock = threading.Lock()
+        self.generate_s = 0.0  # time spent inside generate (the sampler's busy time)
+
+    @property
+    def policy_version(self) -> int:
+        return self.engine.policy_version
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        with self._lock:
+            t0 = time.perf_counter()
+            try:
+                return self.engine.generate(prompts, params)
+            finally:
+                self.generate_s += time.perf_counter() - t0
+
+    def publish(self, model, version: int) -> None:
+        """Copy the trainer's weights into the engine (unless they share the model)."""
+        with self._lock:
+            if getattr(self.engine, "model", None) is model:
+                self.engine.policy_version = version
+                flush = getattr(getattr(self.engine, "blocks", None), "flush", None)
+                if flush:
+                    flush()
+            else:
+                self.engine.update_weights(model.state_dict(), version)

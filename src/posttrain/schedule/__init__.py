@@ -1,0 +1,1 @@
+"""Deciding what runs next: task sampling with resumable state (see sampler.py)."""
