@@ -104,8 +104,12 @@ def import_task(src: Path, out_root: Path) -> Path:
     env = dest / "environment"
     env.mkdir()
     for p in src.iterdir():
-        if p.name not in TB1_FILES:
-            (shutil.copytree if p.is_dir() else shutil.copy2)(p, env / p.name, symlinks=True)
+        if p.name in TB1_FILES:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.copytree(p, env / p.name, symlinks=True)
+        else:
+            shutil.copy2(p, env / p.name, follow_symlinks=False)
     _solution(src, dest / "solution")
     tests = dest / "tests"
     if (src / "tests").is_dir():
