@@ -113,3 +113,9 @@ def test_command_longer_than_one_argument(warm):
     with open_sandbox("bwrap", SandboxSpec(warm=warm)) as sb:
         r = sb.exec(heredoc)
         assert (r.exit_code, r.stdout) == (0, "300000\n")
+
+
+def test_docker_backend_without_cli_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))                 # no docker binary anywhere
+    with pytest.raises(SandboxError, match="no `docker` CLI on PATH"):
+        open_sandbox("docker")
