@@ -32,7 +32,7 @@ def fingerprint(root: Path) -> str:
 def write_json_atomic(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
 
 
