@@ -138,7 +138,9 @@ def test_host_path_mapping_and_escapes(sandbox):
     assert sandbox.host_path("/app/x").parent == sandbox.host_path("/app")
     with pytest.raises(SandboxError):
         sandbox.host_path("/etc/passwd")
-    sandbox.exec("ln -s /root /app/link; ln -s ../../../.. /app/up")
+    sandbox.exec("ln -s /root /app/link; ln -s ../../../.. /app/up; ln -s loop /app/loop")
+    with pytest.raises(SandboxError):
+        sandbox.host_path("/app/loop/x")
     with pytest.raises(SandboxError):
         sandbox.host_path("/app/link")
     with pytest.raises(SandboxError):

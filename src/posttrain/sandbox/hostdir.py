@@ -134,7 +134,10 @@ def sandbox_path(root: Path, sandbox_path_: str) -> Path:
         raise SandboxError(f"{sandbox_path_!r} is not under /app, /tmp or /logs")
     host = root.joinpath(*parts[1:])
     area = (root / parts[1]).resolve()
-    resolved = host.resolve()
+    try:
+        resolved = host.resolve()
+    except (RuntimeError, OSError):      # a symlink loop made inside
+        raise SandboxError(f"{sandbox_path_!r} cannot be resolved (symlink loop)") from None
     if resolved != area and area not in resolved.parents:
         raise SandboxError(f"{sandbox_path_!r} is a symlink that leaves the sandbox")
     return host
