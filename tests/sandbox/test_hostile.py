@@ -16,6 +16,24 @@ REPO = Path(__file__).resolve().parents[2]
 TIGHT = dict(memory_mb=128, pids=64, disk_mb=64, output_hard_limit=8 * 1024 * 1024)
 
 
+def _host_fingerprint() -> dict:
+    """Host state the attacks aim at; it must be identical after the whole module."""
+    import hashlib
+
+    files = ["/etc/passwd", "/etc/shadow", "/etc/hosts", str(REPO / "pyproject.toml")]
+    return {"files": {f: hashlib.sha256(Path(f).read_bytes()).hexdigest()
+                      for f in files if os.access(f, os.R_OK)},
+            "root_entries": sorted(os.listdir("/")), "usr_bin": sorted(os.listdir("/usr/bin")),
+            "drop_caches_mode": oct(os.stat("/proc/sys/vm/drop_caches").st_mode)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def host_unchanged():
+    before = _host_fingerprint()
+    yield
+    assert _host_fingerprint() == before
+
+
 @pytest.fixture
 def hostile(hostile_tally, host_pids, request):
     """A tight sandbox; afterwards: reclaimed, nothing left running, caller still works."""
