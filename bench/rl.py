@@ -1,0 +1,169 @@
+"""RL pipeline benchmark: async vs sync rollouts, and posttrain vs TRL's GRPOTrainer, on CPU.
+
+    python bench/rl.py --quick --json runs/bench-rl.json    # a few minutes on an idle machine
+    python bench/rl.py                                       # larger budgets
+
+async_vs_sync: terminal-basics tasks whose tests/test.sh sleeps 0.5-2 s (as real test
+suites take time), the same warm-started tiny model, the same steps, B and G; trajectories
+trained per second of RL wall time, and held-out pass@1 after.
+vs_trl: the single-turn "copy" task and its similarity reward, the same tiny model, G, batch,
+max tokens, lr and steps; TRL GRPOTrainer (installed for the benchmark only) against
+`posttrain rl` (async). Trajectories per second and the training reward over the last steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from posttrain.engine.tiny import save_policy
+from posttrain.recipes.rl import build_env, run_rl
+from posttrain.recipes.rl_config import load_rl_config
+from posttrain.rollout.envs import Prompt
+from posttrain.rollout.single_turn import copy_prompts, similarity_reward
+from posttrain.tasks.suites import terminal_basics
+
+SIZES = {
+    "quick": dict(n_tasks=16, n_eval=6, steps=5, groups=2, group=4, max_turns=3, sft=40,
+                  trl_steps=6, trl_groups=4, trl_tokens=8),
+    "full": dict(n_tasks=48, n_eval=16, steps=16, groups=4, group=4, max_turns=4, sft=80,
+                 trl_steps=20, trl_groups=4, trl_tokens=8),
+}
+
+
+def slow_verifier_tasks(root: Path, n: int, seed: int, lo: float, hi: float) -> Path:
+    """terminal-basics tasks whose test.sh first sleeps U(lo, hi) seconds."""
+    rng = random.Random(seed)
+    for task in terminal_basics.generate(root, n, seed=seed, split="slow"):
+        test = root / task.id / "tests" / "test.sh"
+        shebang, rest = test.read_text().split("\n", 1)
+        test.write_text(f"{shebang}\nsleep {rng.uniform(lo, hi):.2f}\n{rest}")
+    return root
+
+
+def warm_policy(overrides: list[str], out: Path) -> Path:
+    """Build the environment once (oracle demos + SFT) and save the policy for every run."""
+    cfg = load_rl_config(None, overrides)
+    _, _, model, tok = build_env(cfg, out, None)
+    return save_policy(model, tok, out / "init")
+
+
+def run_mode(overrides: list[str], name: str) -> dict:
+    cfg = load_rl_config(None, overrides + [f'name="{name}"'])
+    summary = run_rl(cfg, overwrite=True)
+    rows = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").open()]
+    wall = rows[-1]["elapsed_s"]
+    tail = rows[len(rows) * 3 // 4:] or rows
+    return {"trajectories": summary["trajectories"], "rl_wall_s": round(wall, 2),
+            "trajectories_per_s": round(summary["trajectories"] / wall, 3),
+            "reward_last_quarter": round(sum(r["reward_mean"] for r in tail) / len(tail), 4),
+            "eval_after": summary["eval_after"], "eval_before": summary["eval_before"],
+            "trainer_idle_frac": round(sum(r["trainer_idle_frac"] for r in rows) / len(rows), 3),
+            "sampler_idle_frac": round(sum(r["sampler_idle_frac"] for r in rows) / len(rows), 3),
+            "staleness_mean": round(sum(r["staleness_mean"] for r in rows) / len(rows), 3),
+            "partial_rollout_frac": round(sum(r["partial_rollout_frac"] for r in rows) / len(rows), 3)}
+
+
+def async_vs_sync(size: dict, out: Path) -> dict:
+    tasks = slow_verifier_tasks(out / "tasks", size["n_tasks"] + size["n_eval"], 0, 0.5, 2.0)
+    base = [f'runs_dir="{out}"', 'tasks.kind="dir"', f'tasks.path="{tasks}"',
+            f"tasks.n_eval={size['n_eval']}", f"agent.max_turns={size['max_turns']}",
+            f"policy.sft_steps={size['sft']}", f"rollout.steps={size['steps']}",
+            f"rollout.groups_per_step={size['groups']}", f"rollout.group_size={size['group']}"]
+    init = warm_policy(base, out / "warm")
+    base += [f'policy.init="{init}"']
+    sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "sync")
+    asyn = run_mode(base + ["rollout.max_staleness=2", "rollout.workers=3", "rollout.groups_per_wave=1",
+                            "rollout.overprovision=1"], "async")
+    ratio = asyn["trajectories_per_s"] / sync["trajectories_per_s"]
+    return {"ratio": round(ratio, 2), "sync": sync, "async": asyn,
+            "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "async": "max_staleness 2, 3 workers"}}
+
+
+def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float) -> dict:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer, __version__
+
+    from posttrain.engine.tiny import load_policy
+
+    model, tok = load_policy(init)
+    data = Dataset.from_list([{"prompt": p.text, "target": p.target} for p in prompts])
+
+    def reward(completions, target, **_):
+        return [similarity_reward(c, Prompt("", "", t)) for c, t in zip(completions, target)]
+
+    g, b = size["group"], size["trl_groups"]
+    args = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=b * g, num_generations=g,
+                      max_completion_length=size["trl_tokens"], learning_rate=lr, max_steps=size["trl_steps"],
+                      use_cpu=True, report_to="none", logging_steps=1, beta=0.0, temperature=1.0,
+                      loss_type="grpo", save_strategy="no", seed=0, optim="adamw_torch",
+                      lr_scheduler_type="constant", max_grad_norm=1.0, weight_decay=0.0,
+                      adam_beta2=0.99)
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data,
+                          processing_class=tok)
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    tail = rewards[len(rewards) * 3 // 4:] or rewards
+    n = size["trl_steps"] * b * g
+    return {"trl_version": __version__, "trajectories": n, "train_wall_s": round(wall, 2),
+            "trajectories_per_s": round(n / wall, 3),
+            "reward_last_quarter": round(sum(tail) / len(tail), 4), "reward_first": rewards[0]}
+
+
+def vs_trl(size: dict, out: Path) -> dict:
+    lr = 1e-3
+    base = [f'runs_dir="{out}"', 'tasks.kind="copy"', "tasks.n_train=64", "tasks.n_eval=0",
+            f"tasks.max_tokens={size['trl_tokens']}", "policy.sft_steps=20",
+            f"rollout.steps={size['trl_steps']}", f"rollout.groups_per_step={size['trl_groups']}",
+            f"rollout.group_size={size['group']}", 'algo.loss="grpo"', f"optim.lr={lr}"]
+    init = warm_policy(base, out / "warm")
+    base += [f'policy.init="{init}"']
+    ours = run_mode(base + ["rollout.max_staleness=1", "rollout.workers=2", "rollout.overprovision=1"],
+                    "ours-async")
+    ours_sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "ours-sync")
+    try:
+        trl = trl_run(init, copy_prompts(64, 0), size, out, lr)
+    except Exception as e:  # reported, not hidden: the JSON says why there is no ratio
+        return {"ratio": None, "error": f"TRL did not run: {type(e).__name__}: {e}", "ours": ours}
+    return {"ratio": round(ours["trajectories_per_s"] / trl["trajectories_per_s"], 2),
+            "ours": ours, "ours_sync": ours_sync, "trl": trl,
+            "settings": {"group": size["group"], "groups_per_step": size["trl_groups"],
+                         "max_tokens": size["trl_tokens"], "steps": size["trl_steps"], "lr": lr,
+                         "loss": "grpo", "beta": 0.0, "temperature": 1.0}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("runs/bench-rl"))
+    ap.add_argument("--only", choices=["async_vs_sync", "vs_trl"])
+    a = ap.parse_args()
+    size = SIZES["quick" if a.quick else "full"]
+    torch.set_num_threads(2)
+    t0 = time.perf_counter()
+    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__}
+    if a.only in (None, "async_vs_sync"):
+        result["async_vs_sync"] = async_vs_sync(size, a.out / "async_vs_sync")
+        print("async_vs_sync", json.dumps(result["async_vs_sync"]), flush=True)
+    if a.only in (None, "vs_trl"):
+        result["vs_trl"] = vs_trl(size, a.out / "vs_trl")
+        print("vs_trl", json.dumps(result["vs_trl"]), flush=True)
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(result, indent=2))
+    json.dump({k: v.get("ratio") if isinstance(v, dict) else v for k, v in result.items()}, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()
