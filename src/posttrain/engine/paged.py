@@ -192,34 +192,44 @@ class PagedEngine(Engine):
             self.scheduler.finish(seq)
 
     def _sample(self, feeds, rows, logits, drafts) -> list[Sequence]:
-        """Sample or verify every sequence whose step reached its end; fork waiting children."""
+        """Sample or verify every sequence whose step reached its end; fork waiting children.
+
+        Plain rows (and newly forked group members) are sampled in one vectorised call.
+        """
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
         logp = process_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
-        touched, at = [], 0
+        touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
-            sl = slice(at, at + len(rs))
-            at += len(rs)
+            start, at = at, at + len(rs)
             if seq.num_to_compute > 1:
                 self.stats.prefill_tokens += len(feed)
             seq.num_computed += len(feed)
             if not rs:
                 self.blocks.register(seq)
                 continue
-            if seq.children:
-                self._fork_children(seq, logp[sl.start])
-            d, d_logp = drafts.get(seq, ([], None))
-            toks, lps = self._pick(seq, logp[sl], d, d_logp)
-            self._emit(seq, toks, lps)
+            for child in seq.children:  # group members share the prompt blocks, sample here
+                self.blocks.fork(seq, child)
+                self.scheduler.running.append(child)
+                plain.append((child, start))
+            seq.children = []
+            if seq in drafts:
+                self._emit(seq, *self._verify(seq, logp[start:at], *drafts[seq]))
+            else:
+                plain.append((seq, start))
             touched.append(seq)
+        if plain:
+            greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
+            ids, lps = sample_rows(logp[[r for _, r in plain]], greedy, [s.generator for s, _ in plain])
+            for (seq, _), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
+                self._emit(seq, [tok], [lp])
+        for child, _ in plain:
+            if child not in touched and child.finished:
+                self.scheduler.finish(child)
         return touched
 
-    def _pick(self, seq, logp, draft, draft_logp):
-        greedy = seq.params.temperature <= 0
-        if not draft:
-            ids, lps = sample_rows(logp[:1], torch.tensor([greedy]), [seq.generator])
-            return [int(ids[0])], [float(lps[0])]
-        toks, lps = verify_draft(logp, draft, greedy, seq.generator, draft_logp)
+    def _verify(self, seq, logp, draft, draft_logp) -> tuple[list[int], list[float]]:
+        toks, lps = verify_draft(logp, draft, seq.params.temperature <= 0, seq.generator, draft_logp)
         accepted = len(toks) - 1
         self.stats.spec_proposed += len(draft)
         self.stats.spec_accepted += accepted
@@ -235,17 +245,6 @@ class PagedEngine(Engine):
         self.stats.generated_tokens += len(seq.tokens) - before
         seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
         self.blocks.register(seq)
-
-    def _fork_children(self, parent: Sequence, logp_row: torch.Tensor) -> None:
-        """Group members share the parent's prompt blocks and sample their first token here."""
-        for child in parent.children:
-            self.blocks.fork(parent, child)
-            self.scheduler.running.append(child)
-            toks, lps = self._pick(child, logp_row.unsqueeze(0), [], None)
-            self._emit(child, toks, lps)
-            if child.finished:
-                self.scheduler.finish(child)
-        parent.children = []
 
     def _propose(self, decodes: list[Sequence], room: dict) -> dict:
         """Draft tokens per decoding sequence: n-gram prompt lookup or the draft model."""

@@ -64,11 +64,18 @@ def make_generators(seed: int | None, n: int) -> list[torch.Generator]:
 def sample_rows(
     logp: torch.Tensor, greedy: torch.Tensor, generators: list[torch.Generator]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B])."""
+    """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B]).
+
+    Inverse-CDF sampling: one uniform per row from that row's generator, then one vectorised
+    search over float64 cumulative sums, so zero-probability tokens are never drawn.
+    """
     ids = logp.argmax(dim=-1)
-    probs = logp.exp()
-    for i in torch.nonzero(~greedy).flatten().tolist():
-        ids[i] = torch.multinomial(probs[i], 1, generator=generators[i])[0]
+    rows = torch.nonzero(~greedy).flatten()
+    if len(rows):
+        u = torch.stack([torch.rand((), generator=generators[i], dtype=torch.float64) for i in rows.tolist()])
+        cdf = logp[rows].double().exp().cumsum(-1)  # [R, V]
+        pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
+        ids[rows] = pick.clamp(max=logp.shape[-1] - 1)
     return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 

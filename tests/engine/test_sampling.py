@@ -1,0 +1,37 @@
+"""Sampling functions: processed distributions and the inverse-CDF sampler."""
+
+import torch
+
+from posttrain.engine.sampling import make_generators, process_logits, sample_rows
+
+CHI2_DF3_P001 = 16.27
+
+
+def test_top_k_and_top_p_renormalise():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    one = torch.ones(1)
+    lp = process_logits(logits, one, torch.tensor([0.7]), torch.zeros(1, dtype=torch.long))
+    assert torch.allclose(lp.exp(), torch.tensor([[0.625, 0.375, 0, 0]]), atol=1e-6)
+    lp = process_logits(logits, one, one, torch.tensor([1]))
+    assert torch.allclose(lp.exp(), torch.tensor([[1.0, 0, 0, 0]]))
+    lp = process_logits(logits, torch.tensor([0.5]), one, torch.zeros(1, dtype=torch.long))
+    assert torch.allclose(lp.exp(), torch.softmax(logits / 0.5, -1), atol=1e-6)
+
+
+def test_sampler_matches_distribution_and_skips_masked_tokens():
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4, 0.0])
+    logp = probs.log().expand(4000, -1).contiguous()
+    ids, lps = sample_rows(logp, torch.zeros(4000, dtype=torch.bool), make_generators(0, 4000))
+    counts = torch.bincount(ids, minlength=5).float()
+    assert counts[4] == 0
+    expected = probs[:4] * 4000
+    assert float(((counts[:4] - expected) ** 2 / expected).sum()) < CHI2_DF3_P001
+    assert torch.allclose(lps, probs.log()[ids])
+
+
+def test_greedy_rows_take_argmax_and_seeds_reproduce():
+    logp = torch.log_softmax(torch.randn(6, 50, generator=torch.Generator().manual_seed(0)), -1)
+    greedy = torch.tensor([True, False] * 3)
+    a, _ = sample_rows(logp, greedy, make_generators(5, 6))
+    b, _ = sample_rows(logp, greedy, make_generators(5, 6))
+    assert torch.equal(a, b) and torch.equal(a[::2], logp.argmax(-1)[::2])
