@@ -66,3 +66,12 @@ def test_probes_are_built_from_what_the_tests_reference(tmp_path):
     assert "/app/check.sh" in agents.plant(task)
     assert "/app/bin/python3" in agents.shadow(task)
     assert "mkdir" in agents.tested_commands(task)
+
+
+def test_paths_the_tests_write_themselves_are_not_inputs(tmp_path):
+    task = read_task(write_kind(tmp_path, "good"))
+    (task.tests_dir / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /tmp/work\ncat /app/answer.txt | tee /tmp/copy.txt\n"
+        "python3 -c \"open('/tmp/res.json', 'w')\" > /tmp/out.txt\n"
+        "echo 1 > /logs/verifier/reward.txt\n")
+    assert agents.referenced_paths(task) == ["/app/answer.txt"]

@@ -16,6 +16,9 @@ from posttrain.tasks import Task
 
 PATH_RE = re.compile(r"(?<![\w.$-])/(?:app|tmp|logs|home|root|srv|opt|data|workspace|mnt|var/tmp)"
                      r"(?:/[A-Za-z0-9._+-]+)*")
+WRITE_RES = (re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?|\bmkdir\s+(?:-p\s+)?|\btouch\s+)\s*[\"']?("
+                        + PATH_RE.pattern + ")"),
+             re.compile(r"open\(\s*[\"'](/[^\"']+)[\"']\s*,\s*[\"'][wax]"))
 WORD_RE = re.compile(r"(?<![\w./$-])([A-Za-z_][A-Za-z0-9_.+-]{1,30})(?![\w/])")
 PAYLOAD_SH = ("#!/bin/sh\n/bin/mkdir -p /logs/verifier 2>/dev/null\n"
               "echo 1 > /logs/verifier/reward.txt 2>/dev/null\nexit 0\n")
@@ -34,9 +37,12 @@ def tests_text(task: Task) -> str:
 
 
 def referenced_paths(task: Task) -> list[str]:
-    """Absolute paths in writable or data areas that the tests mention (not the reward)."""
-    found = {m.group(0).rstrip("/.") for m in PATH_RE.finditer(tests_text(task))}
-    return sorted(p for p in found if p and not p.startswith("/logs/verifier")
+    """Absolute paths in writable or data areas that the tests read (not the reward, and
+    not paths the tests write themselves: redirections, tee, mkdir, touch, open(..., 'w'))."""
+    text = tests_text(task)
+    found = {m.group(0).rstrip("/.") for m in PATH_RE.finditer(text)}
+    written = {m.group(1).rstrip("/.") for r in WRITE_RES for m in r.finditer(text)}
+    return sorted(p for p in found - written if p and not p.startswith("/logs/verifier")
                   and p not in ("/app", "/tmp", "/logs"))
 
 

@@ -33,8 +33,12 @@ def _first_error(a: Attempt) -> str:
 def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """The oracle passes every one of N runs; the first run's state is verified again
     (determinism_runs more times) so the determinism check can compare rewards."""
-    runs = [attempt(task, cfg, oracle=True, verifies=1 + (cfg.determinism_runs if i == 0 else 0))
-            for i in range(cfg.oracle_runs)]
+    runs: list[Attempt] = []
+    for i in range(cfg.oracle_runs):
+        runs.append(attempt(task, cfg, oracle=True,
+                            verifies=1 + (cfg.determinism_runs if i == 0 else 0)))
+        if i == 0 and (runs[0].agent_timed_out or runs[0].status == "verifier_timeout"):
+            break           # N more timeouts would only burn time: one is enough to judge
     passes = sum(_solved(a.reward, cfg) for a in runs)
     ev = {"runs": len(runs), "passes": passes, "pass_rate": passes / len(runs),
           "rewards": [a.reward for a in runs], "statuses": [a.status for a in runs],

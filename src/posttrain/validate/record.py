@@ -24,6 +24,7 @@ class Check:
     flags: str = "ok"
     reason: str = ""
     evidence: dict = field(default_factory=dict)
+    seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -31,7 +32,7 @@ class Check:
     @classmethod
     def from_dict(cls, d: dict) -> "Check":
         return cls(d["name"], d["passed"], d.get("flags", "ok"), d.get("reason", ""),
-                   d.get("evidence", {}))
+                   d.get("evidence", {}), d.get("seconds", 0.0))
 
 
 def skipped(name: str, reason: str) -> Check:

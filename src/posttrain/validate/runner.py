@@ -7,6 +7,7 @@ or a probe that crashes becomes that task's failed check with the reason.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Iterator
@@ -50,12 +51,15 @@ def _blocked(name: str, checks: dict[str, Check]) -> str | None:
 
 def _run_one(name: str, task, cfg: ValidateConfig, checks: dict[str, Check]) -> tuple[Check, bool]:
     """(the check, whether to save it): crashes are reported but retried on resume."""
+    t0 = time.perf_counter()
     try:
-        return DYNAMIC[name](task, cfg, checks), True
+        check, keep = DYNAMIC[name](task, cfg, checks), True
     except PosttrainError as e:            # the task's own fault, e.g. an unsupported Dockerfile
-        return Check(name, False, "broken", str(e)), True
+        check, keep = Check(name, False, "broken", str(e)), True
     except Exception as e:                 # infrastructure: report, do not remember
-        return Check(name, False, "broken", f"infra error: {type(e).__name__}: {e}"), False
+        check, keep = Check(name, False, "broken", f"infra error: {type(e).__name__}: {e}"), False
+    check.seconds = round(time.perf_counter() - t0, 3)
+    return check, keep
 
 
 def validate_task(path: Path, cfg: ValidateConfig, store: CheckStore,

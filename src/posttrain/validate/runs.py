@@ -88,4 +88,6 @@ def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracl
             out.rewards.append(v.reward)
             out.statuses.append(v.status)
             out.errors.append(v.error)
+            if v.status == "verifier_timeout":    # repeating it would only wait again
+                break
     return out
