@@ -72,7 +72,7 @@ def run_mode(overrides: list[str], name: str) -> dict:
 
 def async_vs_sync(size: dict, out: Path) -> dict:
     tasks = slow_verifier_tasks(out / "tasks", size["n_tasks"] + size["n_eval"], 0, 0.5, 2.0)
-    base = [f'runs_dir="{out}"', 'tasks.kind="dir"', f'tasks.path="{tasks}"',
+    base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="dir"', f'tasks.path="{tasks}"',
             f"tasks.n_eval={size['n_eval']}", f"agent.max_turns={size['max_turns']}",
             f"policy.sft_steps={size['sft']}", f"rollout.steps={size['steps']}",
             f"rollout.groups_per_step={size['groups']}", f"rollout.group_size={size['group']}"]
@@ -120,7 +120,7 @@ def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float)
 
 def vs_trl(size: dict, out: Path) -> dict:
     lr = 1e-3
-    base = [f'runs_dir="{out}"', 'tasks.kind="copy"', "tasks.n_train=64", "tasks.n_eval=0",
+    base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="copy"', "tasks.n_train=64", "tasks.n_eval=0",
             f"tasks.max_tokens={size['trl_tokens']}", "policy.sft_steps=20",
             f"rollout.steps={size['trl_steps']}", f"rollout.groups_per_step={size['trl_groups']}",
             f"rollout.group_size={size['group']}", 'algo.loss="grpo"', f"optim.lr={lr}"]
@@ -148,9 +148,11 @@ def main() -> None:
     ap.add_argument("--only", choices=["async_vs_sync", "vs_trl"])
     a = ap.parse_args()
     size = SIZES["quick" if a.quick else "full"]
-    torch.set_num_threads(2)
+    # One intra-op thread for every run (ours and TRL's): on a shared 2-core machine two
+    # OpenMP threads per process stall at barriers and make timings meaningless.
+    torch.set_num_threads(1)
     t0 = time.perf_counter()
-    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__}
+    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__, "threads": 1}
     if a.only in (None, "async_vs_sync"):
         result["async_vs_sync"] = async_vs_sync(size, a.out / "async_vs_sync")
         print("async_vs_sync", json.dumps(result["async_vs_sync"]), flush=True)

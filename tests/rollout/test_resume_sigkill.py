@@ -14,7 +14,7 @@ from posttrain.errors import PosttrainError
 from posttrain.recipes.rl import run_rl
 from posttrain.recipes.rl_config import load_rl_config
 
-SETTINGS = ['tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0", "tasks.max_tokens=4",
+SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0", "tasks.max_tokens=4",
             "policy.sft_steps=0", "policy.vocab_size=300", "rollout.steps=4",
             "rollout.max_staleness=0", "rollout.groups_per_step=2", "rollout.group_size=3",
             "rollout.checkpoint_every=1", "rollout.overprovision=1"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import Callable
 
 from posttrain.rollout.buffer import Buffer, Group
@@ -41,6 +42,7 @@ class Pipeline:
         self.returned_since_step = 0
         self.clock = IdleClock(time.perf_counter())
         self.trainer_wait_s = 0.0
+        self.finished = Counter()  # statuses of every finished episode, trained or not
 
     # ---- the rollout loop --------------------------------------------------------------
 
@@ -70,6 +72,7 @@ class Pipeline:
                 self.in_flight.pop(job.uid, None)
                 kept = self.buffer.put(group)
                 self.returned_since_step += not kept
+                self.finished.update(e.status for e in episodes)
                 self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
                                  version_max=group.version_max,
                                  rewards=[round(e.reward, 6) for e in episodes])
@@ -185,6 +188,7 @@ class Pipeline:
             stats |= {"version": float(self.version), "buffer_groups": float(len(self.buffer)),
                       "groups_filtered_total": float(self.buffer.stats.filtered),
                       "groups_dropped_stale_total": float(self.buffer.stats.dropped_stale)}
+            stats |= {f"finished_{k}_total": float(v) for k, v in sorted(self.finished.items())}
         return stats | {
             "trainer_idle_frac": min(1.0, (self.trainer_wait_s - wait0) / wall),
             "sampler_idle_frac": max(0.0, 1.0 - busy / wall),
@@ -205,7 +209,7 @@ class Pipeline:
             sampler["requeued"] = [requeue[u] for u in sorted(requeue)]
             return {"version": self.version, "step": self.step + 1, "trajectories": self.trajectories,
                     "buffer": self.buffer.state_dict(), "sampler": sampler,
-                    "events": self.events.count}
+                    "events": self.events.count, "finished": dict(self.finished)}
 
     def load_state_dict(self, state: dict) -> None:
         self.version, self.step = state["version"], state["step"]
@@ -213,4 +217,5 @@ class Pipeline:
         self.buffer.load_state_dict(state["buffer"])
         self.sampler.load_state_dict(state["sampler"])
         self.events.count = state["events"]
+        self.finished = Counter(state["finished"])
         self.engine.publish(self.trainer.model, self.version)
