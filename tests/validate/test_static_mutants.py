@@ -75,3 +75,15 @@ def test_paths_the_tests_write_themselves_are_not_inputs(tmp_path):
         "python3 -c \"open('/tmp/res.json', 'w')\" > /tmp/out.txt\n"
         "echo 1 > /logs/verifier/reward.txt\n")
     assert agents.referenced_paths(task) == ["/app/answer.txt"]
+
+
+def test_hygiene_warnings_are_evidence_not_failures(tmp_path):
+    root = write_kind(tmp_path, "good")
+    (root / "tests/test.sh").write_text((root / "tests/test.sh").read_text()
+                                        + "pip install pytest requests==2.0\nset -e\n")
+    (root / "instruction.md").write_text("Sum the numbers into answer.txt\n")
+    task, check = load_task(root, ValidateConfig())
+    assert check.passed and task is not None
+    warnings = " | ".join(check.evidence["warnings"])
+    assert "unpinned Python packages: pytest" in warnings and "requests" not in warnings
+    assert "no absolute path" in warnings and "set -e" in warnings

@@ -20,6 +20,7 @@ from posttrain.validate.record import Check
 
 MB = 1024 * 1024
 REWARD_RE = re.compile(r"/logs/verifier/reward\.(txt|json)|reward\.(txt|json)")
+PIP_RE = re.compile(r"\bpip3?\s+install\s+([^\n;&|]+)")
 SET_E_RE = re.compile(r"^\s*set\s+-[a-z]*e", re.M)
 
 
@@ -96,6 +97,12 @@ def _warnings(task: Task) -> list[str]:
                    "the reward is written")
     if task.config.metadata.get("difficulty") is None:
         out.append("no metadata.difficulty")
+    if not re.search(r"(^|\s|`)/\w", task.instruction):
+        out.append("the instruction names no absolute path (agents guess the working dir)")
+    for m in PIP_RE.finditer(_all_tests_text(task)):
+        unpinned = [w for w in m.group(1).split() if not w.startswith("-") and "==" not in w]
+        if unpinned:
+            out.append(f"tests install unpinned Python packages: {' '.join(unpinned[:4])}")
     return out
 
 
