@@ -119,3 +119,12 @@ def test_group_of_64_is_quick(engine):
     t0 = time.perf_counter()
     out = engine.generate([p for p in prompts for _ in range(16)], SamplingParams(max_tokens=40, seed=0))
     assert len(out) == 64 and time.perf_counter() - t0 < 30
+
+
+def test_engine_leaves_the_shared_model_mode_alone(model, tokenizer):
+    model.train()
+    try:
+        LocalEngine(model, tokenizer).generate([PROMPTS[0]], SamplingParams(max_tokens=2, seed=0))
+        assert model.training
+    finally:
+        model.eval()

@@ -55,7 +55,7 @@ class PagedEngine(Engine):
     def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
         self.config = config or EngineConfig()
         self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        self.model = model.to(self.device)  # shared with a trainer: its train/eval mode is left alone
         self.tokenizer = tokenizer
         self.policy_version = 0
         self.runner = ModelRunner(self.model)
@@ -71,7 +71,7 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(draft_model.to(self.device).eval())
+            self.draft = ModelRunner(draft_model.to(self.device))
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
