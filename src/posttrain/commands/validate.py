@@ -55,6 +55,7 @@ def validate(
     jobs: int = typer.Option(1, "--jobs", "-n", min=1, help="Tasks validated concurrently."),
     runs: int = typer.Option(5, "--runs", min=1, help="Oracle runs; any failure = flaky."),
     min_strength: float = typer.Option(0.7, help="Mutant kill share below this = weak-verifier."),
+    pass_threshold: float = typer.Option(1.0, help="Reward at or above this counts as solved."),
     backend: str = typer.Option("bwrap", help="Sandbox backend."),
     policy: Optional[str] = typer.Option(None, help="Checkpoint dir to calibrate difficulty with."),
     k: int = typer.Option(8, "-k", min=1, help="Episodes per task for difficulty calibration."),
@@ -66,7 +67,8 @@ def validate(
     from posttrain.validate.config import ValidateConfig
     from posttrain.validate.job import run_validation, state_dir_for
 
-    cfg = ValidateConfig(oracle_runs=runs, min_strength=min_strength, backend=backend)
+    cfg = ValidateConfig(oracle_runs=runs, min_strength=min_strength,
+                         pass_threshold=pass_threshold, backend=backend)
     if fresh:
         shutil.rmtree(state_dir_for(out), ignore_errors=True)
     pol = _policy(policy, k, temperature, seed, backend) if policy else None

@@ -39,7 +39,8 @@ def state_dir_for(out: Path) -> Path:
     return Path(out).with_name(Path(out).stem + ".checks")
 
 
-def _add_difficulty(reports: list[TaskReport], policy: Policy, store: CheckStore) -> None:
+def _add_difficulty(reports: list[TaskReport], policy: Policy, store: CheckStore,
+                    threshold: float) -> None:
     from posttrain.tasks import read_task
 
     todo, entries = [], {}
@@ -56,7 +57,7 @@ def _add_difficulty(reports: list[TaskReport], policy: Policy, store: CheckStore
     if not todo:
         return
     results = calibrate(todo, policy.engine, policy.framer, policy.k, policy.params,
-                        policy.agent, policy.name)
+                        policy.agent, policy.name, threshold)
     for r in reports:
         if r.id in results:
             r.difficulty = results[r.id]
@@ -80,7 +81,7 @@ def run_validation(root: Path, cfg: ValidateConfig, out: Path, jobs: int = 1,
         if on_task:
             on_task(report)
     if policy is not None:
-        _add_difficulty(reports, policy, CheckStore(state, cfg.digest()))
+        _add_difficulty(reports, policy, CheckStore(state, cfg.digest()), cfg.pass_threshold)
     manifest = manifest_dict(reports, cfg.model_dump(),
                              {"name": policy.name, "key": policy.key()} if policy else None)
     write_manifest(out, manifest)
