@@ -119,12 +119,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
 def serve(script: Script):
     """Run the scripted server on a free loopback port; yields its base URL (…/v1)."""
+    return serve_app(make_app(script))
+
+
+@contextmanager
+def serve_app(app):
+    """Run any ASGI app (this one, or `posttrain serve`'s) on a free loopback port."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(script), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.time() + 10

@@ -4,11 +4,15 @@ Each turn: one chat completion; every tool call in the reply is answered with a 
 message (command output, or an error for a malformed call). The agent phase ends on
 `submit`, the turn limit, the agent timeout, a context overflow, an endpoint failure, or
 MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error).
+A reply without structured `tool_calls` whose text holds Hermes-style `<tool_call>` blocks
+is read as those calls (what vLLM's hermes parser does server-side), so models served
+without a tool-call parser, such as by `posttrain serve`, can still act.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -56,6 +60,29 @@ class AgentLimits:
     command_timeout_s: float
     observation_budget: int
     sampling: dict  # temperature, top_p, max_tokens, seed
+
+
+TEXT_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def tool_calls_in_text(content: str) -> list[dict]:
+    """Tool calls written in the reply text, Hermes/Qwen style, for servers that do not parse
+    them: `<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>`."""
+    calls = []
+    for i, raw in enumerate(TEXT_CALL_RE.findall(content or "")):
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            args = obj.get("arguments", {})
+            args = args if isinstance(args, str) else json.dumps(args)
+            calls.append({"id": f"text_call_{i}", "type": "function",
+                          "function": {"name": obj.get("name"), "arguments": args}})
+        else:  # keep it, so the model is told its call was malformed
+            calls.append({"id": f"text_call_{i}", "type": "function",
+                          "function": {"name": None, "arguments": raw}})
+    return calls
 
 
 def parse_tool_call(call: dict, allowed: tuple[str, ...]) -> tuple[str, dict, str]:
@@ -127,8 +154,10 @@ def _answer(run: AgentRun, message: dict, sandbox: Sandbox, limits: AgentLimits,
     """Append the assistant message and one tool message per call; True if any call was usable."""
     calls = message.get("tool_calls") or []
     calls = calls if isinstance(calls, list) else []
-    run.messages.append({"role": "assistant", "content": message.get("content") or "",
+    content = message.get("content") or ""
+    run.messages.append({"role": "assistant", "content": content,
                          **({"tool_calls": calls} if calls else {})})
+    calls = calls or tool_calls_in_text(content)
     if not calls:
         run.n_malformed += 1
         run.messages.append({"role": "user", "content": NO_TOOL_HINT})
