@@ -15,7 +15,7 @@ from posttrain.train.trainer import OptimConfig, RLConfig
 class SFTConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(200, ge=0)
+    steps: int = Field(400, ge=0)
     batch: int = Field(32, ge=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, micro_batch=32)
 
@@ -23,10 +23,10 @@ class SFTConfig(BaseModel):
 class RLLoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(30, ge=0)
+    steps: int = Field(80, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
-    optim: OptimConfig = OptimConfig(lr=1e-3, micro_batch=32)
+    optim: OptimConfig = OptimConfig(lr=1e-4, micro_batch=32)
     algo: RLConfig = RLConfig()
     samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
 
@@ -37,12 +37,12 @@ class QuickstartConfig(BaseModel):
     name: str = "quickstart"
     runs_dir: str = "runs"
     seed: int = 0
-    n_train_tasks: int = Field(240, ge=1)
+    n_train_tasks: int = Field(1000, ge=1)
     n_eval_tasks: int = Field(64, ge=1)
     eval_samples: int = Field(4, ge=1)
     model_preset: str = "tiny"
     vocab_size: int = Field(1024, ge=300)
-    threads: int = Field(2, ge=1)
+    threads: int = Field(1, ge=1)      # the tiny model gains nothing from more; sandboxes use the cores
     sft: SFTConfig = SFTConfig()
     rl: RLLoopConfig = RLLoopConfig()
     agent: AgentConfig = AgentConfig()
