@@ -95,7 +95,7 @@ def test_eval_of_a_model_behind_posttrain_serve(tmp_path, make_dir_task):
     app = create_app(LocalEngine(model, tok), "tiny-tools")
     with serve_app(app) as url:
         req = EvalRequest(str(task_dir), "tiny-tools", k=2, jobs=2, base_url=url, job="served",
-                          jobs_dir=str(tmp_path / "jobs"), settings={"temperature": 0.0})
+                          jobs_dir=str(tmp_path / "jobs"), settings={"temperature": 0.0, "agent_timeout_s": 600.0})
         path, s = evaluate(req)
     assert s["counts"]["passed"] == 2, s["counts"]
     assert s["mean_reward"] == 1.0 and s["pass_at_k"]["2"] == 1.0
