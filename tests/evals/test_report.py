@@ -32,6 +32,7 @@ def test_report_and_compare(tmp_path, task_dir, oracle):
     assert r.exit_code == 0, r.output
     same = json.loads((a / "compare-a.json").read_text())
     assert same["diff"] == 0 and same["p_value"] == 1.0
+    assert same["correlation"] is None  # every task scores 2/3 in A: undefined, written as null
 
     r = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)])
     assert r.exit_code == 0, r.output

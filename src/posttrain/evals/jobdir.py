@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import shutil
 import uuid
@@ -34,10 +35,22 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def strict(x):
+    """NaN and infinities as null, so the file is strict JSON (e.g. an undefined correlation)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict(v) for v in x]
+    return x
+
+
 def write_json(path: Path, data) -> None:
     """Write JSON via a temporary file and rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(strict(data), indent=2, default=str, allow_nan=False)
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
