@@ -88,7 +88,9 @@ def _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases) -> list
         episodes = run_episodes(jobs, engine, framer, params, cfg.agent)
         rollout_s = time.perf_counter() - t0
         stats = trainer.rl_step(episodes, cfg.rl.algo)
-        engine.policy_version = step + 1
+        # The engine shares the model: this self-copy is cheap and flushes cached prefix KV,
+        # which was computed with the old weights.
+        engine.update_weights(trainer.model.state_dict(), version=step + 1)
         stats |= _episode_stats(episodes) | group_stats(episodes)
         stats |= {"rollout_s": rollout_s, "step_wall_s": time.perf_counter() - t0}
         log.log("rl", step, stats)
