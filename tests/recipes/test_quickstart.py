@@ -30,8 +30,10 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert "<img src=\"data:image/png;base64," in (run / "report.html").read_text()
     assert "<|assistant|>" in (run / "samples" / "rl-step-0000.txt").read_text()
-    phases = {json.loads(line)["phase"] for line in (run / "metrics.jsonl").open()}
-    assert phases == {"sft", "rl"}
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    assert {r["phase"] for r in rows} == {"sft", "rl"}
+    # After each update the sampler must be on-policy again (no stale cached prefixes).
+    assert all(r["mismatch_max_abs"] < 1e-4 for r in rows if r["phase"] == "rl")
     assert json.loads((run / "config.json").read_text())["rl"]["steps"] == 2
 
     # Same seed, same machine → same metrics (timings aside).
