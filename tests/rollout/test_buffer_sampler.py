@@ -54,3 +54,15 @@ def test_staleness_histogram_and_partial_rollouts():
     s = staleness_stats(eps, version=3, max_staleness=1)
     assert s["staleness_hist_0"] == 0.75 and s["staleness_hist_1"] == 0.25
     assert s["staleness_max"] == 1.0 and s["partial_rollout_frac"] == 0.5
+
+
+def test_per_episode_time_cap_lowers_only_longer_agent_timeouts():
+    import random
+
+    from posttrain.rollout.envs import capped
+    from posttrain.tasks.suites.terminal_basics import FAMILIES, make_task
+
+    task = make_task("t", FAMILIES["make-dir"](random.Random(0)))  # agent timeout 60 s
+    assert capped(task, 5.0).config.agent.timeout_sec == 5.0
+    assert capped(task, 600.0) is task and capped(task, None) is task
+    assert task.config.agent.timeout_sec == 60.0

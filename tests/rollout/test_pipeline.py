@@ -102,3 +102,37 @@ def test_weight_updates_land_mid_reply_and_tokens_keep_their_versions(make_parts
     assert any(len(set(vs)) > 1 for vs in sampled)
     g = Group.of(jobs[0], out[0], 0)
     assert g.version_min == min(min(vs) for vs in sampled[:4]) < g.version_max
+
+
+def test_async_checkpoint_requeues_in_flight_groups_and_trains_nothing_twice(make_parts, tmp_path):
+    """Snapshot an async run mid-way, rebuild the pipeline from the snapshot (as --resume
+    does), finish it: no group is trained twice and every group in flight at the snapshot
+    is re-queued with its uid."""
+    snap = {}
+
+    def keep(step, stats):
+        if step == 1:
+            snap.update(pipe.state_dict())
+    env, model, engine = make_parts()
+    trainer = PolicyTrainer(model, 0, OptimConfig(lr=1e-2))
+    rc = RolloutConfig(steps=2, groups_per_step=2, group_size=4, max_staleness=1, workers=2,
+                       groups_per_wave=1)
+    pipe = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, 0), rc, RLConfig(tis="token"),
+                    EventLog(tmp_path / "a.jsonl"))
+    pipe.run(keep)
+    before = [json.loads(x) for x in (tmp_path / "a.jsonl").open()][:snap["events"]]
+    trained = {u for e in before if e["event"] == "train" for u in e["uids"]}
+    issued = {e["uid"] for e in before if e["event"] == "issue"}
+    held = {g["job"]["uid"] for g in snap["buffer"]["groups"]} | {j["uid"] for j in snap["sampler"]["requeued"]}
+    thrown = {e["uid"] for e in before if e["event"] == "finish" and not e["kept"]}
+    thrown |= {u for e in before if e["event"] == "drop" for u in e["uids"]}
+    assert issued - trained - thrown <= held  # nothing in flight is lost
+    resumed = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, 0),
+                       rc.model_copy(update={"steps": 4}), RLConfig(tis="token"),
+                       EventLog(tmp_path / "b.jsonl"))
+    resumed.load_state_dict(snap)
+    resumed.run()
+    after = [json.loads(x) for x in (tmp_path / "b.jsonl").open()]
+    again = [u for e in after if e["event"] == "train" for u in e["uids"]]
+    assert len(again) == len(set(again)) and not set(again) & trained
+    assert resumed.step == 4 and resumed.version >= snap["version"]

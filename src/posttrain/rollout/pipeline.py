@@ -128,9 +128,12 @@ class Pipeline:
             return self.buffer.take(c.groups_per_step)
 
     def _drop_stale(self) -> None:
+        before = {g.uid for g in self.buffer.groups}
         dropped = self.buffer.drop_stale(self.version, self.cfg.max_staleness)
         self.returned_since_step += dropped
         if dropped:
+            kept = {g.uid for g in self.buffer.groups}
+            self.events.emit("drop", uids=sorted(before - kept), version=self.version)
             self.cond.notify_all()
 
     def train_on(self, groups: list[Group]) -> dict:
