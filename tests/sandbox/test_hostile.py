@@ -149,10 +149,15 @@ def test_killing_or_ptracing_the_parent(hostile):
     assert r.stdout.split() == ["-1", "1"]        # PTRACE_ATTACH -> EPERM (seccomp)
 
 
+# Opened for writing without writing a byte (`: >>`): proves the permission without
+# acting, so a regression can never drop caches, change core_pattern or reboot the host.
+PROC_TARGETS = ("/proc/sys/vm/drop_caches /proc/sysrq-trigger /proc/sys/kernel/core_pattern "
+                "/proc/sys/kernel/modprobe /proc/sys/vm/overcommit_memory /proc/sys/fs/file-max")
+
+
 def test_proc_escapes(hostile):
     r = hostile.exec("cat /proc/1/cmdline | tr '\\0' ' '; ls /proc/1/root/; "
-                     "echo 1 > /proc/sys/vm/drop_caches && echo WROTE; "
-                     "echo b > /proc/sysrq-trigger && echo WROTE; "
+                     f"for f in {PROC_TARGETS}; do : >> $f && echo WROTE $f; done; "
                      "ls /proc/1/cwd/../work 2>/dev/null && echo WORK")
     assert "WROTE" not in r.stdout and "WORK" not in r.stdout
     assert "process_api" not in r.stdout and "init" not in r.stdout.split("\n")[0]
