@@ -142,6 +142,12 @@ def _try_accept(server):
 
 def test_killing_or_ptracing_the_parent(hostile):
     me = os.getpid()
+    # Probe with signal 0 first: if a regression made our pids visible, the test stops
+    # here instead of SIGKILLing this run (and, with `kill -1`, every process of the uid).
+    r = hostile.exec(f"kill -0 {me} {os.getppid()}")
+    assert r.exit_code != 0 and "No such process" in r.stderr
+    init = hostile.exec("tr '\\0' '\\n' < /proc/1/cmdline | head -1").stdout.strip()
+    assert init.endswith("bwrap")                 # pid 1 is the sandbox's own init
     r = hostile.exec(f"kill -9 {me} {os.getppid()}; kill -9 -1; echo done", timeout_s=5)
     assert os.getpid() == me                      # we are still here
     r = hostile.exec("python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
