@@ -199,7 +199,7 @@ def main() -> None:
     res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
            "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
     model, tok = models[real]
-    res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (8, 6, 512, 128, 24)))
+    res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
     print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")
     for b in (1, 8):
         res[f"spec_batch{b}"] = r = bench_spec(model, tok, b, (64 if b == 1 else 32) if q else 128)
