@@ -13,13 +13,17 @@ def rl(
     set_: list[str] = typer.Option([], "--set", help="Override a key, e.g. --set rollout.steps=5."),
     resume: bool = typer.Option(False, help="Continue from the run's latest checkpoint."),
     overwrite: bool = typer.Option(False, help="Replace an existing run directory."),
+    replay: bool = typer.Option(False, help="Re-train on the run's recorded batches (no rollouts)."),
 ) -> None:
     """Train a policy with RL: rollouts and training as two loops around a buffer."""
-    from posttrain.recipes.rl import run_rl
+    from posttrain.recipes.rl import replay_rl, run_rl
     from posttrain.recipes.rl_config import load_rl_config
 
     cfg = load_rl_config(config, list(set_))
     console = Console()
+    if replay:
+        console.print(f"replayed trainer metrics: {replay_rl(cfg)}")
+        return
     mode = "sync" if cfg.rollout.max_staleness == 0 else f"async, max_staleness {cfg.rollout.max_staleness}"
     console.print(f"[bold]posttrain rl[/bold] → {cfg.run_dir} ({mode}, loss {cfg.algo.loss})")
     s = run_rl(cfg, resume=resume, overwrite=overwrite, console=console)

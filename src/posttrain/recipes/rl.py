@@ -34,6 +34,7 @@ from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.replay import replay
 from posttrain.rollout.single_turn import REWARDS, copy_prompts
 from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
@@ -172,6 +173,25 @@ def _truncate_lines(path: Path, n: int) -> None:
         path.write_text("".join(lines), encoding="utf-8")
 
 
+def replay_rl(cfg: RLRunConfig) -> Path:
+    """Re-train from the run's initial policy on its recorded batches (rollout.record_batches);
+    writes RUN/replay/metrics.jsonl, which matches the run's trainer metrics."""
+    run_dir = cfg.run_dir
+    if not (run_dir / "batches").is_dir():
+        raise PosttrainError(f"{run_dir}/batches: nothing recorded (set rollout.record_batches = true)")
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    env, _, model, tok = build_env(cfg, run_dir / "replay", None)
+    engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+    trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
+    pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout, cfg.algo)
+    log = MetricsLog(run_dir / "replay")
+    replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))
+    log.close()
+    return run_dir / "replay" / "metrics.jsonl"
+
+
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, resume, overwrite)
@@ -190,8 +210,9 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
             extra = state["recipe"]
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
+        record = run_dir / "batches" if cfg.rollout.record_batches else None
         pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout,
-                            cfg.algo, EventLog(run_dir / "events.jsonl"))
+                            cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:
             pipeline.load_state_dict(state["pipeline"])

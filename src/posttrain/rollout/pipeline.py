@@ -15,9 +15,11 @@ on the new weights (partial rollouts, per-token versions).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Callable
 
 from posttrain.rollout.buffer import Buffer, Group
@@ -31,8 +33,10 @@ from posttrain.train.trainer import PolicyTrainer, RLConfig
 
 class Pipeline:
     def __init__(self, env, engine: LockedEngine, trainer: PolicyTrainer, sampler: TaskSampler,
-                 cfg: RolloutConfig, algo: RLConfig, events: EventLog | None = None):
+                 cfg: RolloutConfig, algo: RLConfig, events: EventLog | None = None,
+                 record_dir: Path | None = None):
         self.env, self.engine, self.trainer, self.sampler = env, engine, trainer, sampler
+        self.record_dir = record_dir  # if set, every trained batch is written there (for replay)
         self.cfg, self.algo, self.events = cfg, algo, events or EventLog(None)
         self.version = self.step = self.trajectories = 0
         self.buffer = Buffer()
@@ -146,6 +150,10 @@ class Pipeline:
                              uids=[g.uid for g in groups])
             self.sampler.mark_consumed([g.job.task_id for g in groups])
             self.returned_since_step = 0
+        if self.record_dir is not None:
+            self.record_dir.mkdir(parents=True, exist_ok=True)
+            (self.record_dir / f"step-{self.step:06d}.json").write_text(
+                json.dumps({"version": self.version, "groups": [g.to_dict() for g in groups]}))
         if not episodes:
             return stats | {"skipped": 1.0, "groups": 0.0}
         stats |= self.trainer.rl_step(episodes, self.algo)
