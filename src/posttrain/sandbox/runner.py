@@ -45,6 +45,13 @@ def wrapper_script(command: str, env: dict[str, str], workdir: str, ulimits: lis
     return "\n".join(lines) + "\n"
 
 
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """poll(), not select(): select() fails on fds above 1023, which busy hosts reach."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(timeout_s * 1000))
+
 class Namespace:
     """One running bwrap: its process, and the --info-fd pipe that names the namespace init."""
 
@@ -82,7 +89,7 @@ class Namespace:
         deadline = time.monotonic() + timeout_s
         while self.init_pid() is None and self.info_r >= 0:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.info_r], [], [], left)[0]:
+            if left <= 0 or not _readable(self.info_r, left):
                 break
             if self.proc.poll() is not None:
                 self.init_pid()
