@@ -34,6 +34,8 @@ from posttrain.train.advantages import group_stats
 from posttrain.train.metrics import MetricsLog
 from posttrain.train.trainer import PolicyTrainer
 
+NOT_MODEL_FAILURES = ("infra_error", "verifier_error", "verifier_timeout")
+
 
 def _prepare_run_dir(cfg: QuickstartConfig, overwrite: bool) -> Path:
     run_dir = cfg.run_dir
@@ -87,7 +89,9 @@ def _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases) -> list
         params.seed = cfg.seed * 100_003 + step
         episodes = run_episodes(jobs, engine, framer, params, cfg.agent)
         rollout_s = time.perf_counter() - t0
-        stats = trainer.rl_step(episodes, cfg.rl.algo)
+        # Infra and verifier failures say nothing about the policy: never train on them.
+        trainable = [e for e in episodes if e.status not in NOT_MODEL_FAILURES]
+        stats = trainer.rl_step(trainable, cfg.rl.algo) if trainable else {}
         # The engine shares the model: this self-copy is cheap and flushes cached prefix KV,
         # which was computed with the old weights.
         engine.update_weights(trainer.model.state_dict(), version=step + 1)
@@ -103,7 +107,8 @@ def _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases) -> list
 
 def _episode_stats(episodes) -> dict:
     rewards = torch.tensor([e.reward for e in episodes])
-    return {"reward_mean": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item(),
+    return {"infra_errors": float(sum(e.status in NOT_MODEL_FAILURES for e in episodes)),
+            "reward_mean": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item(),
             "pass_rate": (rewards >= 1).float().mean().item(),
             "tokens_out_mean": sum(e.tokens_out for e in episodes) / len(episodes),
             "turns_mean": sum(len(e.turns) for e in episodes) / len(episodes)}
