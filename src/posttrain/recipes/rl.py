@@ -40,7 +40,11 @@ from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
 from posttrain.tasks.suites import terminal_basics
 from posttrain.tasks.task import read_task
-from posttrain.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from posttrain.train.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from posttrain.train.metrics import MetricsLog
 from posttrain.train.trainer import PolicyTrainer
 from posttrain.types import Episode

@@ -26,7 +26,7 @@ class Group:
     version_max: int = 0
 
     @classmethod
-    def of(cls, job: GroupJob, episodes: list[Episode], fallback_version: int) -> "Group":
+    def of(cls, job: GroupJob, episodes: list[Episode], fallback_version: int) -> Group:
         vs = [v for e in episodes for v, m in zip(e.versions, e.loss_mask) if m]
         return cls(job, episodes, min(vs, default=fallback_version), max(vs, default=fallback_version))
 
@@ -47,7 +47,7 @@ class Group:
                 "version_min": self.version_min, "version_max": self.version_max}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Group":
+    def from_dict(cls, d: dict) -> Group:
         return cls(GroupJob(**d["job"]), [episode_from_dict(e) for e in d["episodes"]],
                    d["version_min"], d["version_max"])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig

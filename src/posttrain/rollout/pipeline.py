@@ -19,8 +19,8 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from posttrain.rollout.buffer import Buffer, Group
 from posttrain.rollout.config import RolloutConfig

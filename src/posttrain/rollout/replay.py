@@ -10,8 +10,8 @@ mismatch, staleness) without sampling anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from posttrain.rollout.buffer import Group
 from posttrain.rollout.pipeline import Pipeline

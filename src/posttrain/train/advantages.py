@@ -8,7 +8,7 @@ A group whose rewards are all equal gets 0 under the group estimators (no signal
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -13,7 +13,7 @@ losses average over sequences, "token" losses over all tokens of the batch.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

@@ -12,7 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
 from posttrain.train.logprobs import token_logprobs
-from posttrain.train.losses import LOSS_WEIGHTING, LOSSES, get_loss, k3_kl, masked_mean, sft_loss
+from posttrain.train.losses import (
+    LOSS_WEIGHTING,
+    LOSSES,
+    get_loss,
+    k3_kl,
+    masked_mean,
+    sft_loss,
+)
 from posttrain.train.mismatch import mismatch_stats
 from posttrain.types import Episode
 
