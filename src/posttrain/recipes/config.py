@@ -26,7 +26,7 @@ class RLLoopConfig(BaseModel):
     steps: int = Field(80, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
-    optim: OptimConfig = OptimConfig(lr=1e-4, micro_batch=32)
+    optim: OptimConfig = OptimConfig(lr=3e-4, micro_batch=32)
     algo: RLConfig = RLConfig()
     samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
 
@@ -37,7 +37,8 @@ class QuickstartConfig(BaseModel):
     name: str = "quickstart"
     runs_dir: str = "runs"
     seed: int = 0
-    n_train_tasks: int = Field(1000, ge=1)
+    n_train_tasks: int = Field(1000, ge=1)   # SFT demonstrations
+    n_rl_tasks: int = Field(500, ge=1)       # GRPO tasks, disjoint from the SFT ones
     n_eval_tasks: int = Field(64, ge=1)
     eval_samples: int = Field(4, ge=1)
     model_preset: str = "tiny"
@@ -55,7 +56,7 @@ class QuickstartConfig(BaseModel):
 # A short run for tests and smoke checks: same code, smaller numbers.
 PRESETS = {
     "default": {},
-    "quick": {"n_train_tasks": 24, "n_eval_tasks": 6, "eval_samples": 2,
+    "quick": {"n_train_tasks": 24, "n_rl_tasks": 12, "n_eval_tasks": 6, "eval_samples": 2,
               "sft": {"steps": 20, "batch": 8}, "rl": {"steps": 2, "tasks_per_step": 2,
                                                       "group_size": 4, "samples_per_step": 1}},
 }

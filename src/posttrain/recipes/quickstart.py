@@ -55,11 +55,13 @@ def _seed_everything(seed: int, threads: int) -> None:
 
 
 def _make_tasks(cfg: QuickstartConfig, run_dir: Path):
-    train = terminal_basics.generate(run_dir / "tasks" / "train", cfg.n_train_tasks,
-                                     seed=cfg.seed, split="train")
-    heldout = terminal_basics.generate(run_dir / "tasks" / "heldout", cfg.n_eval_tasks,
-                                       seed=cfg.seed + 1, split="heldout")
-    return train, heldout
+    """Three disjoint splits from three seeds: SFT demos, RL tasks, held-out tasks.
+    RL runs on tasks the SFT never saw, so its gains are not memorisation."""
+    def split(name: str, n: int, offset: int):
+        return terminal_basics.generate(run_dir / "tasks" / name, n, seed=cfg.seed + offset,
+                                        split=name)
+    return (split("train", cfg.n_train_tasks, 0), split("rl", cfg.n_rl_tasks, 2),
+            split("heldout", cfg.n_eval_tasks, 1))
 
 
 def _build_policy(cfg: QuickstartConfig, transcripts):
@@ -78,13 +80,13 @@ def _sft(cfg, trainer, demos, log, phases) -> None:
         phases.advance("sft", loss=stats["loss"])
 
 
-def _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases) -> list[dict]:
+def _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases) -> list[dict]:
     rng = random.Random(cfg.seed + 7)
     history = []
     params = SamplingParams(temperature=cfg.rl.algo.temperature)
     for step in range(cfg.rl.steps):
         t0 = time.perf_counter()
-        tasks = rng.sample(train_tasks, min(cfg.rl.tasks_per_step, len(train_tasks)))
+        tasks = rng.sample(rl_tasks, min(cfg.rl.tasks_per_step, len(rl_tasks)))
         jobs = [(t, g) for g, t in enumerate(tasks) for _ in range(cfg.rl.group_size)]
         params.seed = cfg.seed * 100_003 + step
         episodes = run_episodes(jobs, engine, framer, params, cfg.agent)
@@ -131,7 +133,7 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
     n_eval = cfg.n_eval_tasks * cfg.eval_samples
     with Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
                           "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval}) as phases:
-        train_tasks, heldout = _make_tasks(cfg, run_dir)
+        train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
         transcripts = play_oracles(train_tasks, cfg.agent)
         bad = [t.task_id for t in transcripts if t.reward < 1]
         if bad:
@@ -146,7 +148,7 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
         engine = LocalEngine(model, tokenizer)
         before = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
         trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim)
-        history = _rl(cfg, trainer, engine, framer, train_tasks, log, run_dir, phases)
+        history = _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases)
         after = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
         log.close()
     save_policy(model, tokenizer, run_dir / "checkpoint")
