@@ -67,15 +67,18 @@ def sample_rows(
     """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B]).
 
     Inverse-CDF sampling: one uniform per row from that row's generator, then one vectorised
-    search over float64 cumulative sums, so zero-probability tokens are never drawn.
+    search over cumulative sums. A zero-probability token adds exactly 0 to the running sum,
+    so it can never be the first index whose sum exceeds u * total: it is never drawn.
     """
     ids = logp.argmax(dim=-1)
     rows = torch.nonzero(~greedy).flatten()
     if len(rows):
-        u = torch.stack([torch.rand((), generator=generators[i], dtype=torch.float64) for i in rows.tolist()])
-        cdf = logp[rows].double().exp().cumsum(-1)  # [R, V]
+        u = torch.stack([torch.rand((), generator=generators[i]) for i in rows.tolist()])
+        cdf = logp[rows].exp().cumsum(-1)  # [R, V]
         pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
-        ids[rows] = pick.clamp(max=logp.shape[-1] - 1)
+        kept = torch.isfinite(logp[rows]).int()
+        last_kept = logp.shape[-1] - 1 - kept.flip(-1).argmax(-1)  # u * total may round up to total
+        ids[rows] = torch.minimum(pick, last_kept)
     return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
