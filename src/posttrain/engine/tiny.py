@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from posttrain.errors import PosttrainError
 
@@ -69,13 +69,7 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
     if vocab_size < min_size:
         raise ValueError(f"vocab_size must be >= {min_size} (256 bytes + special tokens)")
     tok = Tokenizer(models.BPE())
-    # Words, numbers and single spaces/punctuation are separate pieces, so a word is the
-    # same token after a space, "=" or "/": copying a value out of a command's output
-    # (host=candle37 → echo candle37) is then copying a token id, which tiny models learn.
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"[A-Za-z]+|[0-9]+|\s|[^A-Za-z0-9\s]+"), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
