@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
 from posttrain.errors import ConfigError
+from posttrain.recipes.config_io import load_model
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
@@ -62,42 +62,8 @@ PRESETS = {
 }
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _parse_override(item: str) -> dict:
-    """`rl.steps=10` → {"rl": {"steps": 10}}; the value is read as TOML, else as a string."""
-    if "=" not in item:
-        raise ConfigError(f"override {item!r} must look like key=value (e.g. rl.steps=10)")
-    key, raw = item.split("=", 1)
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    for part in reversed(key.strip().split(".")):
-        value = {part: value}
-    return value
-
-
 def load_config(path: str | None = None, preset: str = "default",
                 overrides: list[str] = ()) -> QuickstartConfig:
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; known: {sorted(PRESETS)}")
-    data = dict(PRESETS[preset])
-    if path:
-        try:
-            data = _merge(data, tomllib.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{path}: {e}") from None
-    for item in overrides:
-        data = _merge(data, _parse_override(item))
-    try:
-        return QuickstartConfig.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"config key {where}: {err['msg']}") from None
+    return load_model(QuickstartConfig, path, overrides, base=PRESETS[preset])

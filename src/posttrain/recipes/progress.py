@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 
 class Phases:
@@ -12,7 +18,7 @@ class Phases:
         self._progress: Progress | None = None
         self._ids: dict[str, int] = {}
 
-    def __enter__(self) -> "Phases":
+    def __enter__(self) -> Phases:
         if self.console is not None:
             self._progress = Progress(
                 TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(),

@@ -3,14 +3,13 @@ work, and a one-line ConfigError for an unknown key or a wrong type."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
-from posttrain.errors import ConfigError
+from posttrain.recipes.config_io import load_model
 from posttrain.rollout.config import RolloutConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
@@ -67,40 +66,5 @@ class RLRunConfig(_Section):
         return Path(self.runs_dir) / self.name
 
 
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _override(item: str) -> dict:
-    """`rollout.steps=10` → {"rollout": {"steps": 10}}; the value is read as TOML, else a string."""
-    if "=" not in item:
-        raise ConfigError(f"override {item!r} must look like key=value (e.g. rollout.steps=10)")
-    key, raw = item.split("=", 1)
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    for part in reversed(key.strip().split(".")):
-        value = {part: value}
-    return value
-
-
 def load_rl_config(path: str | None = None, overrides: list[str] = ()) -> RLRunConfig:
-    data: dict = {}
-    if path:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"{path}: {e}") from None
-    for item in overrides:
-        data = _merge(data, _override(item))
-    try:
-        return RLRunConfig.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
-        raise ConfigError(f"config key {where}: {err['msg']}{got}") from None
+    return load_model(RLRunConfig, path, overrides)
