@@ -78,24 +78,27 @@ def test_every_loss_trains_through_the_pipeline(make_parts, loss):
 
 
 def test_weight_updates_land_mid_reply_and_tokens_keep_their_versions(make_parts):
-    """Chunked replies (one generate call per token) while the trainer publishes: each
-    token carries the version that sampled it, and versions only go up within an episode."""
-    import threading
+    """Chunked replies (one generate call per token) with the trainer publishing after
+    every call: each token carries the version that sampled it, and versions only go up
+    within an episode. The publishes are interleaved deterministically (a race against a
+    thread depends on the machine's load)."""
+    import itertools
 
     from posttrain.rollout.buffer import Group
     from posttrain.schedule.sampler import GroupJob
 
     env, model, engine = make_parts(chunk_tokens=1, max_tokens=8)
     env.stop_token_ids = []  # every reply runs its full 8 tokens
-    out, done = [], threading.Event()
     jobs = [GroupJob(i, i, env.task_ids[i], 7) for i in range(2)]
-    worker = threading.Thread(target=lambda: (out.extend(env.run(jobs, engine)), done.set()))
-    worker.start()
-    version = 0
-    while not done.wait(0.002):
-        version += 1
-        engine.publish(model, version)
-    worker.join()
+    versions, generate = itertools.count(1), engine.generate
+
+    def generate_then_publish(prompts, params):
+        completions = generate(prompts, params)
+        engine.publish(model, next(versions))
+        return completions
+
+    engine.generate = generate_then_publish
+    out = env.run(jobs, engine)
     episodes = [e for group in out for e in group]
     sampled = [[v for v, m in zip(e.versions, e.loss_mask) if m] for e in episodes]
     assert all(len(vs) == 8 and vs == sorted(vs) for vs in sampled)
