@@ -23,11 +23,14 @@ class SFTConfig(BaseModel):
 class RLLoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(80, ge=0)
+    steps: int = Field(100, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
     optim: OptimConfig = OptimConfig(lr=3e-4, micro_batch=32)
-    algo: RLConfig = RLConfig()
+    # Dr.GRPO: per-sequence token *sums* over a constant; GRPO's per-sequence mean
+    # rewarded long failing episodes (they spread their penalty thinner) and the agent
+    # stopped submitting.
+    algo: RLConfig = RLConfig(loss="dr_grpo")
     samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
 
 

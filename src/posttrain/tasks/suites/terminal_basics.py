@@ -50,9 +50,10 @@ def _find_word(rng: random.Random) -> Spec:
     return Spec(
         "find-word",
         f"Find the file in /app/data that contains the word {target}. "
-        f"Write its file name to /app/answer.txt.",
+        f"Write its path to /app/answer.txt.",
         files,
-        [f"grep -l {target} /app/data/*", f"echo {holder}.txt > /app/answer.txt"],
+        # The second command copies the path exactly as grep printed it.
+        [f"grep -l {target} /app/data/*", f"echo /app/data/{holder}.txt > /app/answer.txt"],
         f'basename "$(grep -l {target} /app/data/*)" > /app/answer.txt',
         f'[ "$(basename "$(tr -d "[:space:]" < /app/answer.txt)")" = "{holder}.txt" ]',
         True,
@@ -78,13 +79,13 @@ def _config_value(rng: random.Random) -> Spec:
     keys = rng.sample(KEYS, rng.randint(3, 5))
     values = {k: rng.choice(WORDS) + str(rng.randint(1, 99)) for k in keys}
     key = rng.choice(keys)
-    body = "".join(f"{k}={v}\n" for k, v in values.items())
+    body = "".join(f"{k} = {v}\n" for k, v in values.items())
     return Spec(
         "config-value",
         f"Copy the value of {key} in /app/config.ini to /app/answer.txt.",
         {"config.ini": body},
         [f"grep {key} /app/config.ini", f"echo {values[key]} > /app/answer.txt"],
-        f"grep '^{key}=' /app/config.ini | cut -d= -f2 > /app/answer.txt",
+        f"grep '^{key} =' /app/config.ini | cut -d= -f2 | tr -d ' ' > /app/answer.txt",
         f'[ "$(tr -d "[:space:]" < /app/answer.txt)" = "{values[key]}" ]',
         True,
     )
