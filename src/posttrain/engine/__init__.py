@@ -1,0 +1,1 @@
+"""Generation engines: the in-process paged engine (LocalEngine), RemoteEngine, the tiny model."""
