@@ -5,8 +5,9 @@ slots past a sequence's context are masked. Large caches are reserved with torch
 (fresh mmap pages are zero and are touched only when written); small ones are zeroed, so a
 masked slot never holds NaN. One extra zeroed "null" block at index num_blocks pads tables.
 
-int8 (opt-in, lossy) stores each token-head vector with one float scale (absmax / 127),
-which halves memory against bfloat16 and quarters it against float32.
+int8 (opt-in, lossy) stores each group of INT8_GROUP channels of a token-head vector with one
+float scale (absmax / 127): group-wise scales keep one outlier channel (common in keys) from
+crushing the rest. About 1.25 bytes per value, against 4 for float32.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from __future__ import annotations
 import torch
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
+INT8_GROUP = 16  # channels sharing one int8 scale
 EAGER_ZERO_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MB): fresh pages are zero
+
+
+def _groups(head_dim: int) -> int:
+    return head_dim // INT8_GROUP if head_dim % INT8_GROUP == 0 else 1
 
 
 def _nbytes(shape, dtype) -> int:
@@ -25,8 +31,8 @@ def _nbytes(shape, dtype) -> int:
 
 
 def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, kv_dtype: str) -> int:
-    """K and V for one token across all layers; int8 adds one float32 scale per head."""
-    per_head = head_dim * DTYPE_BYTES[kv_dtype] + (4 if kv_dtype == "int8" else 0)
+    """K and V for one token across all layers; int8 adds a float32 scale per channel group."""
+    per_head = head_dim * DTYPE_BYTES[kv_dtype] + (4 * _groups(head_dim) if kv_dtype == "int8" else 0)
     return 2 * num_layers * num_kv_heads * per_head
 
 
@@ -43,8 +49,9 @@ class KVCache:
         self.v = alloc(shape, dtype=store, device=device)
         tensors = [self.k, self.v]
         if self.quantized:
-            self.k_scale = alloc(shape[:3], dtype=torch.float32, device=device)
-            self.v_scale = alloc(shape[:3], dtype=torch.float32, device=device)
+            self.groups = _groups(head_dim)
+            self.k_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
+            self.v_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
             tensors += [self.k_scale, self.v_scale]
         for t in tensors:
             t[:, num_blocks * block_size :] = 0
@@ -58,10 +65,10 @@ class KVCache:
             self.k[layer].index_copy_(0, slots, k.to(self.k.dtype))
             self.v[layer].index_copy_(0, slots, v.to(self.v.dtype))
 
-    @staticmethod
-    def _write_int8(store, scales, layer, slots, x):
-        scale = x.abs().amax(dim=-1).clamp(min=1e-8) / 127.0  # [N, KVH]
-        q = torch.round(x / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8)
+    def _write_int8(self, store, scales, layer, slots, x):
+        g = x.unflatten(-1, (self.groups, -1))  # [N, KVH, G, D/G]
+        scale = g.abs().amax(dim=-1).clamp(min=1e-8) / 127.0  # [N, KVH, G]
+        q = torch.round(g / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8).flatten(-2)
         store[layer].index_copy_(0, slots, q)
         scales[layer].index_copy_(0, slots, scale.float())
 
@@ -74,8 +81,9 @@ class KVCache:
         blocks = store[layer].view(-1, bs, *store.shape[2:])[tables]  # [B, NB, bs, KVH, D]
         x = blocks.flatten(1, 2)
         if self.quantized:
-            scales = getattr(self, f"{name}_scale")[layer].view(-1, bs, store.shape[2])[tables]
-            return x.to(self.compute_dtype) * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)
+            scales = getattr(self, f"{name}_scale")[layer].view(-1, bs, store.shape[2], self.groups)[tables]
+            x = x.to(self.compute_dtype).unflatten(-1, (self.groups, -1))  # [B, L, KVH, G, D/G]
+            return (x * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)).flatten(-2)
         return x if x.dtype == self.compute_dtype else x.to(self.compute_dtype)
 
     def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
