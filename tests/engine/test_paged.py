@@ -130,3 +130,22 @@ def test_bad_requests_raise_clear_errors(model):
         eng.generate([list(range(1, 30))], SamplingParams(max_tokens=20))
     with pytest.raises(ValueError, match="draft_model"):
         LocalEngine(model, config=EngineConfig(spec_method="draft"))
+
+
+def test_concurrent_generate_calls_share_steps_and_match_sequential(model):
+    import threading
+
+    eng = LocalEngine(model)
+    params = [SamplingParams(max_tokens=10, seed=s) for s in range(4)]
+    want = [LocalEngine(model).generate(PROMPTS[:3], p) for p in params]
+    got = [None] * 4
+
+    def run(i):
+        got[i] = eng.generate(PROMPTS[:3], params[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [[c.token_ids for c in g] for g in got] == [[c.token_ids for c in w] for w in want]

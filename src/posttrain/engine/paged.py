@@ -8,6 +8,7 @@ prefill the others fork its blocks (ref counts, copy-on-write of the partial las
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -65,6 +66,7 @@ class PagedEngine(Engine):
         self.blocks = BlockManager(self.num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.blocks)
         self.stats = EngineStats()
+        self.lock = threading.Lock()  # generate callers and the server loop step under it
         self.draft = None
         if self.config.spec_method == "draft":
             if draft_model is None:
@@ -91,20 +93,25 @@ class PagedEngine(Engine):
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         """Copy new weights into the shared model in place and flush cached prefixes."""
-        with torch.no_grad():
+        with self.lock, torch.no_grad():
             params = dict(self.model.named_parameters())
             for name, value in state_dict.items():
                 if name in params:
                     params[name].copy_(value)
-        self.blocks.flush()
-        self.policy_version = version
+            self.blocks.flush()
+            self.policy_version = version
 
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Thread-safe: concurrent callers' requests share steps (any caller's step advances all)."""
         t0 = time.perf_counter()
-        seqs = self.add(prompts, params)
-        while not all(s.finished for s in seqs):
-            self.step()
+        with self.lock:
+            seqs = self.add(prompts, params)
+        while True:
+            with self.lock:
+                if all(s.finished for s in seqs):
+                    break
+                self.step()
         wall = time.perf_counter() - t0
         return [self.completion(s, generate_s=wall) for s in seqs]
 

@@ -79,7 +79,8 @@ class EngineLoop:
                     self.wake.clear()
                     continue
                 try:
-                    self.engine.step()
+                    with self.engine.lock:
+                        self.engine.step()
                 except Exception:  # keep serving: fail the requests in flight, not the server
                     self._fail_all(traceback.format_exc(limit=3))
                     continue
@@ -93,14 +94,16 @@ class EngineLoop:
                 return
             if kind == "add":
                 try:
-                    handle.seqs = self.engine.add(handle.prompts, handle.params)
+                    with self.engine.lock:
+                        handle.seqs = self.engine.add(handle.prompts, handle.params)
                 except ValueError as e:
                     self._post(handle, Delta(0, [], [], "error", error=str(e)))
                     continue
                 handle.sent = [0] * len(handle.seqs)
                 self.active.append(handle)
             elif handle in self.active:
-                self.engine.abort(handle.seqs)
+                with self.engine.lock:
+                    self.engine.abort(handle.seqs)
                 self.active.remove(handle)
 
     def _publish(self) -> None:
@@ -119,7 +122,8 @@ class EngineLoop:
     def _fail_all(self, message: str) -> None:
         self.errors += 1
         for handle in self.active:
-            self.engine.abort(handle.seqs)
+            with self.engine.lock:
+                self.engine.abort(handle.seqs)
             self._post(handle, Delta(0, [], [], "error", error=message.strip().splitlines()[-1]))
         self.active.clear()
 
