@@ -1,7 +1,6 @@
 """Shared fixtures for engine tests: one tiny tokenizer and model, built in-process."""
 
 import pytest
-import torch
 
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer
 
@@ -10,15 +9,6 @@ CORPUS = [
     "<|assistant|><bash>echo done</bash><|end|>"
     for i in range(200)
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matmuls are dominated by thread wake-ups on a shared 2-core box; restore after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

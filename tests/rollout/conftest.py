@@ -15,15 +15,6 @@ SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key
              intermediate_size=64, max_position_embeddings=128)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: on a busy 2-core machine two OpenMP threads stall at barriers."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="session")
 def tokenizer():
     prompts = copy_prompts(40, 0)
