@@ -14,7 +14,12 @@ from dataclasses import dataclass, replace
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
-from posttrain.agent.protocol import MALFORMED_HINT, UNTERMINATED_HINT, format_observation, parse_action
+from posttrain.agent.protocol import (
+    MALFORMED_HINT,
+    UNTERMINATED_HINT,
+    format_observation,
+    parse_action,
+)
 from posttrain.agent.trial import open_task_sandbox, verify
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.sandbox import Sandbox

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
@@ -23,7 +23,7 @@ def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k:
     for start in range(0, len(jobs), batch_episodes):
         chunk = jobs[start:start + batch_episodes]
         seed = None if params.seed is None else params.seed + start
-        episodes += run_episodes(chunk, engine, framer, _with_seed(params, seed), cfg)
+        episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg)
         if progress:
             progress(len(chunk))
     scores: dict[str, list[float]] = defaultdict(list)
@@ -34,8 +34,3 @@ def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k:
                "n_tasks": ci["n_tasks"], "k": k}
     return summary, episodes
 
-
-def _with_seed(params: SamplingParams, seed):
-    from dataclasses import replace
-
-    return replace(params, seed=seed)
