@@ -23,7 +23,7 @@ class SFTConfig(BaseModel):
 class RLLoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    steps: int = Field(100, ge=0)
+    steps: int = Field(200, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
     optim: OptimConfig = OptimConfig(lr=3e-4, micro_batch=32)
