@@ -7,6 +7,7 @@ import torch
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
+from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 
 PROMPTS = [[1, 3, 40, 41, 42, 43, 44, 45, 46], [1, 3, 50], [1, 3] + list(range(60, 80)), [1, 3, 50]]
@@ -20,12 +21,7 @@ def engine(model, tokenizer):
 def trainer_logprobs(model, prompts, completions, temperature):
     """Recompute the sampled tokens' logprobs with the trainer's forward (right-padded)."""
     seqs = [p + c.token_ids for p, c in zip(prompts, completions)]
-    width = max(map(len, seqs))
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
+    ids, mask = right_pad(seqs)
     with torch.no_grad():
         lp = token_logprobs(model, ids, mask, temperature)
     return [lp[i, len(p) : len(p) + len(c.token_ids)] for i, (p, c) in enumerate(zip(prompts, completions))]

@@ -2,17 +2,12 @@
 
 import torch
 
+from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_entropy, token_logprobs
 
 
 def _batch(seqs):
-    width = max(map(len, seqs))
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-    return ids, mask
+    return right_pad(seqs)
 
 
 def test_right_padding_matches_unpadded_rows(model):

@@ -6,6 +6,7 @@ import torch
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import EngineConfig, LocalEngine
 from posttrain.engine.tiny import build_tiny_model
+from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 
 G = torch.Generator().manual_seed(0)
@@ -22,12 +23,7 @@ CONFIGS = {
 
 def max_delta(model, prompts, out, temperature):
     seqs = [p + c.token_ids for p, c in zip(prompts, out)]
-    width = max(map(len, seqs))
-    ids = torch.zeros(len(seqs), width, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
+    ids, mask = right_pad(seqs)
     with torch.no_grad():
         lp = token_logprobs(model, ids, mask, temperature if temperature > 0 else 1.0)
     return max(

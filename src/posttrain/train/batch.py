@@ -21,17 +21,24 @@ class Batch:
         return self.input_ids.shape[0]
 
 
+def right_pad(seqs: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists → (ids [B, T] right-padded with pad_id, attention mask [B, T])."""
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        mask[i, : len(s)] = 1
+    return ids, mask
+
+
 def collate(episodes: list[Episode], pad_id: int, advantages: list[float] | None = None) -> Batch:
-    T = max(len(e.tokens) for e in episodes)
-    B = len(episodes)
-    ids = torch.full((B, T), pad_id, dtype=torch.long)
-    attn = torch.zeros((B, T), dtype=torch.long)
+    ids, attn = right_pad([e.tokens for e in episodes], pad_id)
+    B, T = ids.shape
     mask = torch.zeros((B, T))
     old = torch.zeros((B, T))
     for i, e in enumerate(episodes):
         n = len(e.tokens)
-        ids[i, :n] = torch.tensor(e.tokens)
-        attn[i, :n] = 1
         mask[i, :n] = torch.tensor(e.loss_mask, dtype=torch.float)
         old[i, :n] = torch.tensor(e.logprobs)
     adv = torch.tensor(advantages if advantages is not None else [0.0] * B, dtype=torch.float)
