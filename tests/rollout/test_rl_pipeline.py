@@ -53,6 +53,39 @@ def test_async_respects_the_staleness_bound_and_trains_each_group_once(make_part
     assert pipe.version == sum(1 for e in events if e["event"] == "publish")
 
 
+def test_one_worker_whose_wave_fills_the_bound_does_not_deadlock(make_parts):
+    """The worker sleeps once its wave fills every outstanding slot; the trainer taking a
+    batch must wake it (this hung before the trainer notified on take)."""
+    import threading
+
+    done = []
+    t = threading.Thread(target=lambda: done.append(_run(
+        make_parts, steps=4, max_staleness=1, workers=1, groups_per_wave=4, overprovision=0)), daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert done and len(done[0][1]) == 4
+
+
+def test_async_with_the_engine_in_a_child_process(make_parts, tokenizer):
+    """Generation in another process, weights over shared memory: the staleness bound holds,
+    step 0 samples from the trainer's own weights, and the sampled versions advance."""
+    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.rollout.weights import LockedEngine
+
+    env, model, _ = make_parts()
+    with ProcessEngine(model, tokenizer) as child:
+        trainer = PolicyTrainer(model, 0, OptimConfig(lr=1e-2))
+        rc = RolloutConfig(steps=4, groups_per_step=2, group_size=env.group_size, max_staleness=1,
+                           workers=1, groups_per_wave=2, overprovision=0)
+        pipe = Pipeline(env, LockedEngine(child), trainer, TaskSampler(env.task_ids, 0), rc,
+                        RLConfig(tis="token"))
+        rows = []
+        pipe.run(lambda step, stats: rows.append(stats))
+    assert len(rows) == 4 and all(r["staleness_max"] <= 1 for r in rows)
+    assert rows[0]["mismatch_max_abs"] <= 1e-5
+    assert pipe.version == 4 and child.policy_version == 4
+
+
 def test_a_raising_reward_function_is_recorded_and_the_run_goes_on(make_parts):
     def flaky(text, prompt):
         if prompt.id.endswith(("1", "3")):

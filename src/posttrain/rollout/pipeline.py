@@ -129,6 +129,7 @@ class Pipeline:
                     break
                 self.cond.wait(timeout=0.5)
             self.trainer_wait_s += time.perf_counter() - t0
+            self.cond.notify_all()  # taking groups makes room: wake a worker waiting for it
             return self.buffer.take(c.groups_per_step)
 
     def _drop_stale(self) -> None:
