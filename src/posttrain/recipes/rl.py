@@ -10,6 +10,7 @@ only builds the parts: tasks and environment, policy, engine, trainer, sampler.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import random
@@ -25,6 +26,7 @@ from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
+from posttrain.engine.process_engine import ProcessEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.errors import PosttrainError, TaskError
 from posttrain.evals.quick import evaluate_pass_at_1
@@ -187,13 +189,24 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     env, _, model, tok = build_env(cfg, run_dir / "replay", None)
-    engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+    engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))  # replay never generates
     trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
     pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout, cfg.algo)
     log = MetricsLog(run_dir / "replay")
     replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))
     log.close()
     return run_dir / "replay" / "metrics.jsonl"
+
+
+@contextlib.contextmanager
+def rollout_engine(cfg: RLRunConfig, model, tok):
+    """The sampler's engine over a copy of the policy: in this process, or (rollout.engine_process)
+    in a child process that generates on its own core while the trainer computes."""
+    if not cfg.rollout.engine_process:
+        yield LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+        return
+    with ProcessEngine(model, tok, threads=1) as engine:  # small batches: latency-bound
+        yield LockedEngine(engine)
 
 
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
@@ -204,9 +217,10 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
     torch.set_num_threads(cfg.threads)
     ckpt = latest_checkpoint(run_dir) if resume else None
     n_eval = 0 if cfg.tasks.n_eval == 0 else 2
-    with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases:
+    with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
+            contextlib.ExitStack() as stack:
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt)
-        engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+        engine = stack.enter_context(rollout_engine(cfg, model, tok))
         trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
         extra: dict = {}
         if ckpt is not None:

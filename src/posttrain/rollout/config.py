@@ -19,4 +19,5 @@ class RolloutConfig(BaseModel):
     episode_timeout_s: float | None = Field(None, gt=0)  # per-episode cap on the agent phase
     checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
     temperature: float = Field(1.0, gt=0)
+    engine_process: bool = False                 # generate in a child process, beside the trainer
     record_batches: bool = False                 # write each trained batch to RUN/batches (replay)

@@ -33,7 +33,11 @@ class LockedEngine(Engine):
                 self.generate_s += time.perf_counter() - t0
 
     def publish(self, model, version: int) -> None:
-        """Copy the trainer's weights into the engine (unless they share the model)."""
+        """Copy the trainer's weights into the engine (unless they share the model). An engine
+        in another process takes them without waiting for the generate call in flight."""
+        if getattr(self.engine, "updates_while_generating", False):
+            self.engine.update_weights(model.state_dict(), version)
+            return
         with self._lock:
             if getattr(self.engine, "model", None) is model:
                 self.engine.policy_version = version

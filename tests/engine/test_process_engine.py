@@ -1,0 +1,68 @@
+"""The engine in a child process: the same tokens and logprobs as in-process, weights
+through shared memory with versions, errors reported, nothing left behind."""
+
+import copy
+import glob
+import os
+import signal
+
+import pytest
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.process_engine import EngineProcessError, ProcessEngine
+
+PROMPTS = [[1, 5, 6, 7]] * 4 + [[1, 9, 8]] * 2
+
+
+@pytest.fixture(scope="module")
+def policy(model):
+    return copy.deepcopy(model)
+
+
+@pytest.fixture(scope="module")
+def engine(policy, tokenizer):
+    with ProcessEngine(policy, tokenizer) as e:
+        yield e
+
+
+def _same(a, b) -> None:
+    assert [c.token_ids for c in a] == [c.token_ids for c in b]
+    assert max(abs(x - y) for c, d in zip(a, b) for x, y in zip(c.logprobs, d.logprobs)) <= 1e-6
+
+
+def test_samples_what_the_in_process_engine_samples(engine, policy, tokenizer):
+    params = SamplingParams(max_tokens=8, seed=3)
+    _same(engine.generate(PROMPTS, params), LocalEngine(copy.deepcopy(policy), tokenizer).generate(PROMPTS, params))
+
+
+def test_weight_updates_arrive_with_their_version(engine, policy, tokenizer):
+    params = SamplingParams(max_tokens=8, seed=4)
+    before = engine.generate(PROMPTS, params)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    engine.update_weights(policy.state_dict(), 7)
+    after = engine.generate(PROMPTS, params)
+    assert engine.policy_version == 7 and {c.policy_version for c in after} == {7}
+    assert {c.policy_version for c in before} != {7}
+    _same(after, LocalEngine(copy.deepcopy(policy), tokenizer).generate(PROMPTS, params))
+
+
+def test_a_bad_request_is_an_error_and_the_engine_keeps_serving(engine):
+    with pytest.raises(EngineProcessError, match="engine process, generate"):
+        engine.generate([[]], SamplingParams(max_tokens=2))
+    assert len(engine.generate([[1, 2]], SamplingParams(max_tokens=2, seed=0))) == 1
+
+
+def test_a_dead_child_is_a_clear_error_and_close_leaves_nothing(model, tokenizer):
+    shm_before = set(glob.glob("/dev/shm/posttrain-weights-*"))
+    e = ProcessEngine(model, tokenizer)
+    assert set(glob.glob("/dev/shm/posttrain-weights-*")) == shm_before  # unlinked once mapped
+    os.kill(e._proc.pid, signal.SIGKILL)
+    e._proc.wait()
+    with pytest.raises(EngineProcessError, match="died"):
+        e.generate([[1, 2]], SamplingParams(max_tokens=2))
+    e.close()
+    assert e._proc.poll() is not None
