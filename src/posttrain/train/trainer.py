@@ -21,6 +21,7 @@ from posttrain.train.losses import (
     sft_loss,
 )
 from posttrain.train.mismatch import mismatch_stats
+from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.types import Episode
 
 
@@ -49,6 +50,7 @@ class RLConfig(BaseModel):
     tis: Literal["none", "token", "sequence"] = "none"
     tis_cap: float = Field(2.0, gt=0)
     norm_len: int = Field(512, ge=1)         # Dr.GRPO's constant length normaliser
+    share_prefix: bool = True                # run each group's shared prompt once (train/prefix.py)
 
     @field_validator("loss")
     @classmethod
@@ -105,7 +107,7 @@ class PolicyTrainer:
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
-            loss, part = loss_fn(batch)
+            loss, part = loss_fn(batch, eps)
             share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
                      else len(eps) / len(episodes))
             (loss * share).backward()
@@ -120,11 +122,18 @@ class PolicyTrainer:
 
     def sft_step(self, episodes: list[Episode]) -> dict:
         """One step of next-token loss on the masked (reply) tokens of demonstrations."""
-        def loss_fn(b: Batch):
+        def loss_fn(b: Batch, _episodes):
             lp = token_logprobs(self.model, b.input_ids, b.attention_mask)
             loss = sft_loss(lp, b.loss_mask)
             return loss, {"loss": loss.item()}
         return self._step(loss_fn, episodes, None)
+
+    def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
+        if cfg.share_prefix:
+            lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
+            if lp is not None:
+                return lp
+        return token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,
@@ -132,13 +141,12 @@ class PolicyTrainer:
         policy_loss = get_loss(cfg.loss)
         flat_lp, flat_ro = [], []
 
-        def loss_fn(b: Batch):
-            lp = token_logprobs(self.model, b.input_ids, b.attention_mask, cfg.temperature)
+        def loss_fn(b: Batch, eps: list[Episode]):
+            lp = self._logprobs(self.model, b, eps, cfg)
             ref = None
             if self.ref_model is not None and cfg.kl_coef > 0:
                 with torch.no_grad():
-                    ref = token_logprobs(self.ref_model, b.input_ids, b.attention_mask,
-                                         cfg.temperature)
+                    ref = self._logprobs(self.ref_model, b, eps, cfg)
             # With TIS, the ratio is against this step's own (pre-update) logprobs and the
             # sampler enters only through the truncated weight (decoupled PPO).
             old = lp.detach() if cfg.tis != "none" else b.old_logprobs

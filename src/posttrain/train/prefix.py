@@ -1,0 +1,67 @@
+"""Per-token logprobs of episodes that share prompts, each shared prompt computed once.
+
+A GRPO group is G episodes of one prompt. Each distinct prompt runs through the model
+once (with grad); its keys and values are indexed out to every episode that continues
+it, and the continuations (replies, observations, later turns) run on top. The numbers
+are those of a full forward over every sequence, to float rounding, while the prompts'
+share of the compute is divided by G; gradients reach the prompt positions through the
+shared keys and values.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from posttrain.train.batch import right_pad
+from posttrain.types import Episode
+
+
+def _distinct_prompts(episodes: list[Episode]) -> tuple[list[list[int]], list[int]]:
+    """(the distinct prompts, the index of each episode's prompt among them)."""
+    seen: dict[tuple, int] = {}
+    index = []
+    for e in episodes:
+        index.append(seen.setdefault(tuple(e.tokens[:e.prompt_len]), len(seen)))
+    return [list(p) for p in seen], index
+
+
+def _cache_kwarg(model) -> str:
+    """transformers 5 renamed `past_key_values` to `cache` (in forward and in its outputs)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
+                           temperature: float = 1.0) -> torch.Tensor | None:
+    """[N, T] as `token_logprobs` over `collate(episodes)` gives on the tokens after each
+    prompt (0 on the prompt and on padding), or None when no two episodes share a prompt
+    or an episode has no prompt or nothing after it."""
+    if any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
+        return None
+    prompts, index = _distinct_prompts(episodes)
+    if len(prompts) == len(episodes):
+        return None
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0 for logprobs")
+    idx = torch.tensor(index)
+    prompt_ids, _ = right_pad(prompts, pad_id)
+    head = model(input_ids=prompt_ids, use_cache=True)  # right-padded: the causal mask suffices
+    kwarg = _cache_kwarg(model)
+    cache = getattr(head, kwarg)
+    cache.reorder_cache(idx)  # one copy of its prompt's keys and values per episode
+    p_len = torch.tensor([len(p) for p in prompts])[idx]
+    tail_ids, tail_mask = right_pad([e.tokens[e.prompt_len:] for e in episodes], pad_id)
+    n, width = tail_ids.shape
+    seen = torch.arange(prompt_ids.shape[1])[None, :] < p_len[:, None]  # real prompt positions
+    positions = p_len[:, None] + torch.arange(width)[None, :]
+    tail = model(input_ids=tail_ids, attention_mask=torch.cat([seen.long(), tail_mask], dim=1),
+                 position_ids=positions, **{kwarg: cache})
+    first = head.logits[idx, p_len - 1]  # predicts each episode's first token after its prompt
+    logits = torch.cat([first[:, None], tail.logits[:, :-1]], dim=1).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    lp = logits.gather(-1, tail_ids[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    lp = lp * tail_mask.to(lp.dtype)
+    full = torch.zeros(n, prompt_ids.shape[1] + width).scatter(1, positions, lp)
+    return full[:, :max(len(e.tokens) for e in episodes)]
