@@ -29,6 +29,7 @@ from posttrain.recipes.config import QuickstartConfig
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.report import write_report
 from posttrain.recipes.samples import write_samples
+from posttrain.sandbox.reaper import reap
 from posttrain.tasks.suites import terminal_basics
 from posttrain.train.advantages import group_stats
 from posttrain.train.metrics import MetricsLog
@@ -129,6 +130,7 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
     """Run the whole recipe; returns summary.json's content."""
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, overwrite)
+    reap()  # sandboxes and cgroups that killed runs left behind slow every later one
     _seed_everything(cfg.seed, cfg.threads)
     n_eval = cfg.n_eval_tasks * cfg.eval_samples
     with Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
