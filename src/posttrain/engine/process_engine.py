@@ -53,7 +53,7 @@ class SharedWeights:
 
     def __init__(self, path: Path, layout: dict, create: bool = False):
         size = max([_HEADER] + [off + _nbytes(dt, shape) for off, dt, shape in layout.values()])
-        self.path, self.layout = path, layout
+        self.layout = layout
         self._fd = os.open(path, os.O_RDWR)
         if create:
             os.ftruncate(self._fd, size)

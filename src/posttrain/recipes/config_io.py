@@ -3,13 +3,14 @@ An unknown key or a wrong type is a one-line ConfigError naming the key."""
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from posttrain.errors import ConfigError
+from posttrain.errors import ConfigError, PosttrainError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -54,3 +55,15 @@ def load_model(model: type[M], path: str | None = None, overrides: list[str] = (
         where = ".".join(str(x) for x in err["loc"])
         got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
         raise ConfigError(f"config key {where}: {err['msg']}{got}") from None
+
+
+def fresh_run_dir(cfg: BaseModel, run_dir: Path, overwrite: bool, hint: str) -> Path:
+    """An empty run directory holding the resolved config; a non-empty one is an error
+    (whose message ends with `hint`) unless overwrite."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise PosttrainError(f"{run_dir} already exists; pass {hint}")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+    return run_dir

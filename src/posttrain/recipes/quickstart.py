@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.recipes.config import QuickstartConfig
+from posttrain.recipes.config_io import fresh_run_dir
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.report import write_report
 from posttrain.recipes.samples import write_samples
@@ -39,14 +39,7 @@ NOT_MODEL_FAILURES = ("infra_error", "verifier_error", "verifier_timeout")
 
 
 def _prepare_run_dir(cfg: QuickstartConfig, overwrite: bool) -> Path:
-    run_dir = cfg.run_dir
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise PosttrainError(f"{run_dir} already exists; pass --overwrite or another --name")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-    return run_dir
+    return fresh_run_dir(cfg, cfg.run_dir, overwrite, "--overwrite or another --name")
 
 
 def _seed_everything(seed: int, threads: int) -> None:

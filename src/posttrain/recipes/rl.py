@@ -14,7 +14,6 @@ import contextlib
 import copy
 import json
 import random
-import shutil
 import time
 from collections import defaultdict
 from dataclasses import asdict
@@ -31,6 +30,7 @@ from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.errors import PosttrainError, TaskError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
+from posttrain.recipes.config_io import fresh_run_dir
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
@@ -58,13 +58,7 @@ def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
         if latest_checkpoint(run_dir) is None:
             raise PosttrainError(f"{run_dir}: no checkpoint to resume from")
         return run_dir
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise PosttrainError(f"{run_dir} already exists; pass --overwrite, --resume or another name")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
-    return run_dir
+    return fresh_run_dir(cfg, run_dir, overwrite, "--overwrite, --resume or another name")
 
 
 def _sandbox_tasks(cfg: RLRunConfig, run_dir: Path):
