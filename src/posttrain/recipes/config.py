@@ -26,7 +26,7 @@ class RLLoopConfig(BaseModel):
     steps: int = Field(200, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
-    optim: OptimConfig = OptimConfig(lr=3e-4, micro_batch=32)
+    optim: OptimConfig = OptimConfig(lr=3e-4, micro_batch=32, fused=True)
     # Dr.GRPO: per-sequence token *sums* over a constant; GRPO's per-sequence mean
     # rewarded long failing episodes (they spread their penalty thinner) and the agent
     # stopped submitting.

@@ -47,6 +47,7 @@ class AlgoConfig(RLConfig):
 class RLOptimConfig(OptimConfig):
     lr: float = Field(1e-3, gt=0)
     micro_batch: int = Field(32, ge=1)
+    fused: bool = True
 
 
 class RLRunConfig(_Section):

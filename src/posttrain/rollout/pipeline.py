@@ -7,15 +7,18 @@ versions old, takes one optimizer step and publishes the weights as version + 1.
 
 max_staleness 0 runs both loops in one thread, alternating: collect a batch at version v,
 train, publish; a run is then a pure function of the seed. max_staleness >= 1 runs
-`workers` rollout threads beside the trainer; at most (1 + max_staleness) * B +
-overprovision groups are outstanding (in flight or buffered), so samples cannot run ahead
-of the trainer by more than the bound, and episodes in flight during a publish continue
-on the new weights (partial rollouts, per-token versions).
+`workers` rollout threads beside the trainer. A group is issued only while the groups
+taken by the trainer plus those outstanding (in flight or buffered) stay within
+(version + 1 + max_staleness) * B + overprovision: every group issued at version v can then
+be trained by step v + max_staleness, so none is generated only to be dropped as stale
+(AReaL's rule). Episodes in flight during a publish continue on the new weights (partial
+rollouts, per-token versions).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +33,8 @@ from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
 from posttrain.train.trainer import PolicyTrainer, RLConfig
 
+SWITCH_INTERVAL_S = 0.0005  # Python's default 5 ms GIL hand-over stalls the training thread
+
 
 class Pipeline:
     def __init__(self, env, engine: LockedEngine, trainer: PolicyTrainer, sampler: TaskSampler,
@@ -39,6 +44,7 @@ class Pipeline:
         self.record_dir = record_dir  # if set, every trained batch is written there (for replay)
         self.cfg, self.algo, self.events = cfg, algo, events or EventLog(None)
         self.version = self.step = self.trajectories = 0
+        self.taken = 0  # groups the trainer has taken, over the whole run
         self.buffer = Buffer()
         self.in_flight: dict[int, GroupJob] = {}
         self.cond = threading.Condition()
@@ -52,8 +58,8 @@ class Pipeline:
 
     def _room(self) -> int:
         c = self.cfg
-        limit = (1 + c.max_staleness) * c.groups_per_step + c.overprovision
-        return limit - len(self.in_flight) - len(self.buffer)
+        limit = (self.version + 1 + c.max_staleness) * c.groups_per_step + c.overprovision
+        return limit - self.taken - len(self.in_flight) - len(self.buffer)
 
     def _claim(self, n: int) -> list[GroupJob]:
         jobs = [self.sampler.next() for _ in range(n)]
@@ -115,7 +121,7 @@ class Pipeline:
             self.produce(jobs)
         with self.cond:
             self._drop_stale()
-            return self.buffer.take(c.groups_per_step)
+            return self._take()
 
     def _batch_async(self) -> list[Group]:
         c = self.cfg
@@ -129,8 +135,12 @@ class Pipeline:
                     break
                 self.cond.wait(timeout=0.5)
             self.trainer_wait_s += time.perf_counter() - t0
-            self.cond.notify_all()  # taking groups makes room: wake a worker waiting for it
-            return self.buffer.take(c.groups_per_step)
+            return self._take()
+
+    def _take(self) -> list[Group]:
+        groups = self.buffer.take(self.cfg.groups_per_step)
+        self.taken += len(groups)
+        return groups
 
     def _drop_stale(self) -> None:
         before = {g.uid for g in self.buffer.groups}
@@ -155,13 +165,18 @@ class Pipeline:
             self.record_dir.mkdir(parents=True, exist_ok=True)
             (self.record_dir / f"step-{self.step:06d}.json").write_text(
                 json.dumps({"version": self.version, "groups": [g.to_dict() for g in groups]}))
-        if not episodes:
+        if not episodes:  # no version is spent on these groups: they free their room
+            with self.cond:
+                self.taken -= len(groups)
+                self.cond.notify_all()
             return stats | {"skipped": 1.0, "groups": 0.0}
         stats |= self.trainer.rl_step(episodes, self.algo)
+        # The weights land first: a worker that the new version lets in samples from them.
+        self.engine.publish(self.trainer.model, self.version + 1)
         with self.cond:
             self.version += 1
             self.events.emit("publish", version=self.version)
-        self.engine.publish(self.trainer.model, self.version)
+            self.cond.notify_all()  # a new version makes room: wake a worker waiting for it
         self.trajectories += len(episodes)
         return stats | {"skipped": 0.0, "groups": float(len(groups))}
 
@@ -173,6 +188,9 @@ class Pipeline:
         for w in workers:
             w.start()
         t_start = time.perf_counter()
+        switch = sys.getswitchinterval()
+        if workers:  # a worker that wakes from I/O must not hold the trainer off the GIL for 5 ms
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             while self.step < self.cfg.steps:
                 stats = self._one_step(asynchronous, t_start)
@@ -185,6 +203,7 @@ class Pipeline:
                 self.cond.notify_all()
             for w in workers:
                 w.join()
+            sys.setswitchinterval(switch)
 
     def _one_step(self, asynchronous: bool, t_start: float) -> dict:
         t0, busy0, wait0 = time.perf_counter(), self.clock.busy(time.perf_counter()), self.trainer_wait_s
@@ -220,12 +239,14 @@ class Pipeline:
                                 "seed": j.seed} for j in self.in_flight.values()}
             sampler["requeued"] = [requeue[u] for u in sorted(requeue)]
             return {"version": self.version, "step": self.step + 1, "trajectories": self.trajectories,
+                    "taken": self.taken,
                     "buffer": self.buffer.state_dict(), "sampler": sampler,
                     "events": self.events.count, "finished": dict(self.finished)}
 
     def load_state_dict(self, state: dict) -> None:
         self.version, self.step = state["version"], state["step"]
         self.trajectories = state["trajectories"]
+        self.taken = state.get("taken", self.version * self.cfg.groups_per_step)  # older checkpoints
         self.buffer.load_state_dict(state["buffer"])
         self.sampler.load_state_dict(state["sampler"])
         self.events.count = state["events"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tensorboard.compat.proto.summary_pb2 import Summary
+
 
 class MetricsLog:
     def __init__(self, run_dir: Path):
@@ -18,9 +20,10 @@ class MetricsLog:
     def log(self, phase: str, step: int, values: dict[str, float]) -> None:
         self._file.write(json.dumps({"phase": phase, "step": step, **values}) + "\n")
         self._file.flush()
-        for k, v in values.items():
-            if isinstance(v, (int, float)):
-                self._tb.add_scalar(f"{phase}/{k}", v, step)
+        scalars = [Summary.Value(tag=f"{phase}/{k}", simple_value=float(v))
+                   for k, v in values.items() if isinstance(v, (int, float))]
+        # One event per step holding every scalar (a TensorBoard event per scalar costs ~40x more).
+        self._tb.file_writer.add_summary(Summary(value=scalars), step)
 
     def close(self) -> None:
         self._file.close()

@@ -21,6 +21,7 @@ from posttrain.train.losses import (
     sft_loss,
 )
 from posttrain.train.mismatch import mismatch_stats
+from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.types import Episode
 
@@ -33,6 +34,10 @@ class OptimConfig(BaseModel):
     betas: tuple[float, float] = (0.9, 0.99)
     grad_clip: float = Field(1.0, gt=0)
     micro_batch: int = Field(16, ge=1)
+    # One fused AdamW kernel over all parameters (CPU and GPU) instead of a loop over them:
+    # faster, rounds differently. Off for SFT here (the quickstart's warm start is
+    # calibrated on the loop), on for the RL recipes.
+    fused: bool = False
 
 
 class RLConfig(BaseModel):
@@ -50,7 +55,10 @@ class RLConfig(BaseModel):
     tis: Literal["none", "token", "sequence"] = "none"
     tis_cap: float = Field(2.0, gt=0)
     norm_len: int = Field(512, ge=1)         # Dr.GRPO's constant length normaliser
-    share_prefix: bool = True                # run each group's shared prompt once (train/prefix.py)
+    # The lean packed forward (train/packed.py): shared prompts once, no padding rows; for
+    # models it does not cover, share_prefix runs each shared prompt once through the HF modules.
+    packed: bool = True
+    share_prefix: bool = True
 
     @field_validator("loss")
     @classmethod
@@ -82,7 +90,7 @@ class PolicyTrainer:
     def __init__(self, model, pad_id: int, optim: OptimConfig, ref_model=None):
         self.model, self.pad_id, self.optim_cfg, self.ref_model = model, pad_id, optim, ref_model
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=optim.betas,
-                                           weight_decay=optim.weight_decay)
+                                           weight_decay=optim.weight_decay, fused=optim.fused or None)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -129,11 +137,12 @@ class PolicyTrainer:
         return self._step(loss_fn, episodes, None)
 
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
-        if cfg.share_prefix:
+        lp = None
+        if cfg.packed:
+            lp = packed_logprobs(model, episodes, cfg.temperature)
+        if lp is None and cfg.share_prefix:
             lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
-            if lp is not None:
-                return lp
-        return token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
+        return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,

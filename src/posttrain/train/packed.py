@@ -1,0 +1,172 @@
+"""A lean training forward for Llama-family decoders: prompts and continuations packed.
+
+On CPU the trainer's RL forward of a small model is bound by per-op overhead and by rows
+that do no work (padding), not by attention. This forward uses the model's own parameters
+(autograd trains them) and:
+- computes every distinct prompt once (a GRPO group's G episodes share it);
+- packs the real tokens of all prompts and continuations as rows of one matrix with no
+  padding, so each projection, norm and MLP is one kernel per layer, and q/k/v and gate/up
+  are single matmuls over concatenated weights;
+- lays rows out per sequence only for attention, by index (prompts attend causally to
+  themselves; each continuation to its prompt and to itself);
+- computes logits only where a logprob is needed.
+
+The numbers are those of the HF forward to float rounding (tests/train/test_packed.py).
+Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
+non-float32 weights) return None and the caller runs the HF forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from posttrain.types import Episode
+
+
+def supports(model) -> bool:
+    cfg = model.config
+    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+    return (cfg.model_type in ("llama", "qwen2")
+            and rope.get("rope_type", "default") == "default"
+            and getattr(cfg, "hidden_act", "silu") == "silu"
+            and not getattr(cfg, "mlp_bias", False)
+            and not getattr(cfg, "use_sliding_window", False)
+            and next(model.parameters()).dtype == torch.float32)
+
+
+@dataclass
+class Layout:
+    """Where each token lives. Rows: the real tokens of every distinct prompt, then of every
+    continuation; row R (one past the end) is a zero row that padded slots read."""
+
+    ids: torch.Tensor          # [R] token ids
+    positions: torch.Tensor    # [R]
+    prompt_rows: torch.Tensor  # [P, Lp] row of each prompt slot (R where padded)
+    key_rows: torch.Tensor     # [N, Lp + Lt] episode e's keys: its prompt's rows, then its own
+    key_mask: torch.Tensor     # [N, 1, Lt, Lp + Lt] what each continuation query may see
+    back: torch.Tensor         # [R] row of each packed token in cat(prompt outputs, tail outputs)
+    logit_rows: torch.Tensor   # [N, Lt] row whose output predicts continuation token t
+    targets: torch.Tensor      # [N, Lt] continuation ids (0 where padded)
+    valid: torch.Tensor        # [N, Lt] 1 where a continuation token exists
+    tail_pos: torch.Tensor     # [N, Lt] each continuation token's position in its episode
+
+
+def _padded_rows(lengths: list[int], start: int, pad_row: int) -> torch.Tensor:
+    width = max(lengths)
+    out = torch.full((len(lengths), width), pad_row, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        out[i, :n] = torch.arange(start, start + n)
+        start += n
+    return out
+
+
+def layout(episodes: list[Episode]) -> Layout:
+    seen: dict[tuple, int] = {}
+    which = [seen.setdefault(tuple(e.tokens[:e.prompt_len]), len(seen)) for e in episodes]
+    prompts = [list(p) for p in seen]
+    tails = [e.tokens[e.prompt_len:] for e in episodes]
+    p_lens, t_lens = [len(p) for p in prompts], [len(t) for t in tails]
+    n_prompt_rows = sum(p_lens)
+    r = n_prompt_rows + sum(t_lens)
+    prompt_rows = _padded_rows(p_lens, 0, r)
+    tail_rows = _padded_rows(t_lens, n_prompt_rows, r)
+    idx = torch.tensor(which)
+    lp_width, lt = prompt_rows.shape[1], tail_rows.shape[1]
+    p_len = torch.tensor(p_lens)[idx]
+    seen_mask = torch.arange(lp_width)[None, :] < p_len[:, None]
+    causal = torch.ones(lt, lt, dtype=torch.bool).tril()
+    key_mask = torch.cat([seen_mask[:, None, :].expand(-1, lt, -1), causal.expand(len(episodes), -1, -1)], dim=2)
+    # Outputs come back as [P*Lp prompt slots, N*Lt tail slots]; pick each real row's slot.
+    slot_of = torch.empty(r + 1, dtype=torch.long)
+    slot_of[prompt_rows.reshape(-1)] = torch.arange(prompt_rows.numel())
+    slot_of[tail_rows.reshape(-1)] = prompt_rows.numel() + torch.arange(tail_rows.numel())
+    last_prompt_row = torch.tensor([s + n - 1 for s, n in zip(_starts(p_lens), p_lens)])[idx]
+    targets = torch.zeros(len(episodes), lt, dtype=torch.long)
+    for i, t in enumerate(tails):
+        targets[i, :len(t)] = torch.tensor(t)
+    return Layout(
+        ids=torch.tensor([t for p in prompts for t in p] + [t for s in tails for t in s]),
+        positions=torch.cat([torch.arange(n) for n in p_lens] + [torch.arange(p_lens[w], p_lens[w] + n)
+                                                                 for w, n in zip(which, t_lens)]),
+        prompt_rows=prompt_rows, key_rows=torch.cat([prompt_rows[idx], tail_rows], dim=1),
+        key_mask=key_mask[:, None], back=slot_of[:r],
+        logit_rows=torch.cat([last_prompt_row[:, None], tail_rows[:, :-1]], dim=1),
+        targets=targets, valid=(tail_rows < r).long(), tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
+
+
+def _starts(lengths: list[int]) -> list[int]:
+    out, s = [], 0
+    for n in lengths:
+        out.append(s)
+        s += n
+    return out
+
+
+def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
+    """q [R, H, D], k/v [R, KV, D] packed -> attention output [R, H*D] packed."""
+    pad = lambda x: torch.cat([x, x.new_zeros(1, *x.shape[1:])])  # noqa: E731  row R reads zeros
+    q, k, v = pad(q), pad(k), pad(v)
+    per_seq = lambda x, rows: x[rows].transpose(1, 2)  # noqa: E731  [S, L, h, D] -> [S, h, L, D]
+    pr = lay.prompt_rows
+    out_p = F.scaled_dot_product_attention(per_seq(q, pr), per_seq(k, pr), per_seq(v, pr),
+                                           is_causal=True, enable_gqa=gqa)
+    lt = lay.logit_rows.shape[1]
+    tail_rows = lay.key_rows[:, -lt:]
+    out_t = F.scaled_dot_product_attention(per_seq(q, tail_rows), per_seq(k, lay.key_rows),
+                                           per_seq(v, lay.key_rows), attn_mask=lay.key_mask, enable_gqa=gqa)
+    flat = lambda o: o.transpose(1, 2).reshape(-1, o.shape[1] * o.shape[3])  # noqa: E731
+    return torch.cat([flat(out_p), flat(out_t)])[lay.back]
+
+
+def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
+    heads, kv_heads, d = dims
+    attn, mlp = layer.self_attn, layer.mlp
+    w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+    b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
+    q, k, v = F.linear(_rms(h, layer.input_layernorm.weight, eps), w, b).split(
+        [heads * d, kv_heads * d, kv_heads * d], dim=-1)
+    q, k = _rope(q.view(-1, heads, d), cos, sin), _rope(k.view(-1, kv_heads, d), cos, sin)
+    h = h + F.linear(_attend(q, k, v.view(-1, kv_heads, d), lay, heads != kv_heads), attn.o_proj.weight)
+    gate, up = F.linear(_rms(h, layer.post_attention_layernorm.weight, eps),
+                        torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
+    return h + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
+
+
+def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) -> torch.Tensor | None:
+    """[N, T] logprobs of the tokens after each episode's prompt (0 on the prompt and on
+    padding), as `token_logprobs` over `collate(episodes)` gives; None when the model is not
+    covered or an episode has no prompt or nothing after it."""
+    if not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
+        return None
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0 for logprobs")
+    cfg, inner = model.config, model.model
+    lay = layout(episodes)
+    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+    dims = (heads, kv_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    h = F.embedding(lay.ids, inner.embed_tokens.weight)
+    cos, sin = inner.rotary_emb(h[None], lay.positions[None])
+    cos, sin = cos[0, :, None], sin[0, :, None]  # [R, 1, D]
+    for layer in inner.layers:
+        h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
+    h = torch.cat([h, h.new_zeros(1, h.shape[1])])  # padded logit rows read the zero row
+    logits = F.linear(_rms(h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)
+    if temperature != 1.0:
+        logits = logits / temperature
+    lp = logits.gather(-1, lay.targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    lp = lp * lay.valid.to(lp.dtype)
+    width = max(len(e.tokens) for e in episodes)
+    full = torch.zeros(len(episodes), int(lay.tail_pos.max()) + 1).scatter(1, lay.tail_pos, lp)
+    return full[:, :width]
