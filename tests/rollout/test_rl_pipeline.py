@@ -82,6 +82,8 @@ def test_async_with_the_engine_in_a_child_process(make_parts, tokenizer):
         rows = []
         pipe.run(lambda step, stats: rows.append(stats))
     assert len(rows) == 4 and all(r["staleness_max"] <= 1 for r in rows)
+    # Admission lets in only groups that can still be trained in time (one in-order worker).
+    assert rows[-1]["groups_dropped_stale_total"] == 0
     assert rows[0]["mismatch_max_abs"] <= 1e-5
     assert pipe.version == 4 and child.policy_version == 4
 
