@@ -25,17 +25,18 @@ from pathlib import Path
 import torch
 
 from posttrain.engine.tiny import save_policy
-from posttrain.recipes.rl import build_env, run_rl
+from posttrain.engine.local import LocalEngine
+from posttrain.recipes.rl import build_env, evaluate, run_rl
 from posttrain.recipes.rl_config import load_rl_config
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics
 
 SIZES = {
-    "quick": dict(n_tasks=18, n_eval=6, steps=6, groups=2, group=4, max_turns=3, sft=150,
-                  trl_steps=16, trl_groups=4, trl_tokens=8),
-    "full": dict(n_tasks=48, n_eval=16, steps=16, groups=4, group=4, max_turns=3, sft=200,
-                 trl_steps=48, trl_groups=4, trl_tokens=8),
+    "quick": dict(n_tasks=18, n_eval=12, steps=6, groups=2, group=4, max_turns=3, sft=150, workers=6,
+                  refill=8, trl_steps=100, trl_groups=4, trl_tokens=8),
+    "full": dict(n_tasks=48, n_eval=16, steps=16, groups=4, group=4, max_turns=3, sft=200, workers=6,
+                 refill=8, trl_steps=300, trl_groups=4, trl_tokens=8),
 }
 # The single-step families: a warm-started tiny model solves some of them, so groups carry signal.
 FAMILIES = ["create-file", "make-dir", "copy-file"]
@@ -82,20 +83,21 @@ def async_vs_sync(size: dict, out: Path) -> dict:
     base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="dir"', f'tasks.path="{tasks}"',
             f"tasks.n_eval={size['n_eval']}", f"agent.max_turns={size['max_turns']}",
             f"policy.sft_steps={size['sft']}", f"rollout.steps={size['steps']}",
-            f"rollout.groups_per_step={size['groups']}", f"rollout.group_size={size['group']}"]
+            f"rollout.groups_per_step={size['groups']}", f"rollout.group_size={size['group']}",
+            f"rollout.max_refill_rounds={size['refill']}", 'algo.loss="dr_grpo"', "optim.lr=3e-4"]
     init = warm_policy(base, out / "warm")
     base += [f'policy.init="{init}"']
     sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "sync")
-    asyn = run_mode(base + ["rollout.max_staleness=2", "rollout.workers=3", "rollout.groups_per_wave=1",
-                            "rollout.overprovision=1"], "async")
+    asyn = run_mode(base + ["rollout.max_staleness=2", f"rollout.workers={size['workers']}",
+                            "rollout.groups_per_wave=1", "rollout.overprovision=1"], "async")
     ratio = asyn["trajectories_per_s"] / max(sync["trajectories_per_s"], 1e-9)
     return {"ratio": round(ratio, 2),
             "generated_ratio": round(asyn["generated_per_s"] / max(sync["generated_per_s"], 1e-9), 2),
             "sync": sync, "async": asyn,
-            "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "async": "max_staleness 2, 3 workers"}}
+            "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "async": f"max_staleness 2, {size['workers']} workers"}}
 
 
-def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float) -> dict:
+def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float, held_out) -> dict:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer, __version__
 
@@ -124,13 +126,22 @@ def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float)
     n = size["trl_steps"] * b * g
     return {"trl_version": __version__, "trajectories": n, "train_wall_s": round(wall, 2),
             "trajectories_per_s": round(n / wall, 3),
-            "reward_last_quarter": round(sum(tail) / len(tail), 4), "reward_first": rewards[0]}
+            "reward_last_quarter": round(sum(tail) / len(tail), 4), "reward_first": rewards[0],
+            "eval_after": held_out(trainer.model.eval())}
+
+
+def held_out_eval(cfg, out: Path):
+    """model -> the held-out reward (mean and task-clustered CI) that `posttrain rl` reports
+    after a run: the same prompts, samples per prompt, engine and seed."""
+    _, held, _, tok = build_env(cfg, out, None)
+    return lambda model: evaluate(held, LocalEngine(model, tok), cfg, cfg.seed + 424_242)
 
 
 def vs_trl(size: dict, out: Path) -> dict:
     lr = 1e-3
-    base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="copy"', "tasks.n_train=64", "tasks.n_eval=0",
-            f"tasks.max_tokens={size['trl_tokens']}", "policy.sft_steps=20",
+    base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="copy"', "tasks.n_train=64", "tasks.n_eval=64",
+            "tasks.eval_samples=4",
+            f"tasks.max_tokens={size['trl_tokens']}", "policy.sft_steps=120",
             f"rollout.steps={size['trl_steps']}", f"rollout.groups_per_step={size['trl_groups']}",
             f"rollout.group_size={size['group']}", 'algo.loss="grpo"', f"optim.lr={lr}"]
     init = warm_policy(base, out / "warm")
@@ -141,11 +152,12 @@ def vs_trl(size: dict, out: Path) -> dict:
                             f"rollout.groups_per_wave={size['trl_groups']}", "rollout.engine_process=true"],
                     "ours-async")
     ours_sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "ours-sync")
+    held_out = held_out_eval(load_rl_config(None, base), out / "trl-eval")
     trl = {}
     for threads in (1, 2):  # TRL is one process: give it both cores too and keep its faster run
         torch.set_num_threads(threads)
         try:
-            trl[threads] = trl_run(init, copy_prompts(64, 0), size, out, lr)
+            trl[threads] = trl_run(init, copy_prompts(64, 0), size, out, lr, held_out)
         except Exception as e:  # reported, not hidden: the JSON says why there is no ratio
             return {"ratio": None, "error": f"TRL did not run: {type(e).__name__}: {e}",
                     "ours_sync": ours_sync, "ours_async": ours}

@@ -114,6 +114,10 @@ class ProcessEngine(Engine):
         self.tokenizer = tokenizer
 
     @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
     def policy_version(self) -> int:
         return int(self._shared.version[0])
 

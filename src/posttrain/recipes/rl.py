@@ -23,6 +23,7 @@ import torch
 
 from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
+from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.process_engine import ProcessEngine
@@ -199,7 +200,10 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
     if not cfg.rollout.engine_process:
         yield LockedEngine(LocalEngine(copy.deepcopy(model), tok))
         return
-    with ProcessEngine(model, tok, threads=1) as engine:  # small batches: latency-bound
+    # One thread: the engine's batches are small, so generation is latency-bound.
+    with ProcessEngine(model, tok, threads=1) as engine, contextlib.ExitStack() as pinned:
+        if cfg.rollout.pin_cores:
+            pinned.enter_context(split_cores(engine.pid))
         yield LockedEngine(engine)
 
 

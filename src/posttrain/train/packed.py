@@ -106,12 +106,12 @@ def _starts(lengths: list[int]) -> list[int]:
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    return F.rms_norm(x, weight.shape, weight, eps)
 
 
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """HF's x * cos + rotate_half(x) * sin, with rotate_half's sign folded into the sines."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
@@ -135,9 +135,9 @@ def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: flo
     attn, mlp = layer.self_attn, layer.mlp
     w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    q, k, v = F.linear(_rms(h, layer.input_layernorm.weight, eps), w, b).split(
-        [heads * d, kv_heads * d, kv_heads * d], dim=-1)
-    q, k = _rope(q.view(-1, heads, d), cos, sin), _rope(k.view(-1, kv_heads, d), cos, sin)
+    qk, v = F.linear(_rms(h, layer.input_layernorm.weight, eps), w, b).split(
+        [(heads + kv_heads) * d, kv_heads * d], dim=-1)
+    q, k = _rope(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     h = h + F.linear(_attend(q, k, v.view(-1, kv_heads, d), lay, heads != kv_heads), attn.o_proj.weight)
     gate, up = F.linear(_rms(h, layer.post_attention_layernorm.weight, eps),
                         torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
@@ -158,7 +158,8 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     dims = (heads, kv_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
     h = F.embedding(lay.ids, inner.embed_tokens.weight)
     cos, sin = inner.rotary_emb(h[None], lay.positions[None])
-    cos, sin = cos[0, :, None], sin[0, :, None]  # [R, 1, D]
+    half = sin.shape[-1] // 2
+    cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     for layer in inner.layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
     h = torch.cat([h, h.new_zeros(1, h.shape[1])])  # padded logit rows read the zero row
