@@ -29,6 +29,15 @@ def test_buffer_filters_zero_variance_and_drops_stale():
     assert [g.uid for g in buf.take(5)] == [2] and len(buf) == 0
 
 
+def test_without_the_filter_flat_groups_are_kept_but_not_all_errored_ones():
+    s = TaskSampler(["a", "b"], seed=1)
+    buf = Buffer()
+    assert buf.put(_group(s, 0, [1.0, 1.0]), need_signal=False)
+    errored = Group.of(s.job(1), [_ep(1, 0.0, status="infra_error")] * 2, 0)
+    assert not buf.put(errored, need_signal=False)
+    assert [g.uid for g in buf.groups] == [0] and buf.stats.filtered == 1
+
+
 def test_errored_episodes_are_not_trained_and_do_not_make_signal():
     s = TaskSampler(["a"], seed=0)
     g = Group.of(s.job(0), [_ep(0, 0.0), _ep(0, 0.0, status="verifier_error")], 0)

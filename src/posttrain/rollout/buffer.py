@@ -72,9 +72,10 @@ class Buffer:
     groups: list[Group] = field(default_factory=list)
     stats: BufferStats = field(default_factory=BufferStats)
 
-    def put(self, group: Group) -> bool:
-        """Keep the group if it carries a learning signal; returns whether it was kept."""
-        if not group.has_signal():
+    def put(self, group: Group, need_signal: bool = True) -> bool:
+        """Keep the group if it carries a learning signal (need_signal) or at least has an
+        episode to train on; returns whether it was kept."""
+        if not (group.has_signal() if need_signal else group.trainable):
             self.stats.filtered += 1
             return False
         self.groups.append(group)

@@ -80,7 +80,7 @@ class Pipeline:
             for job, episodes in zip(jobs, results):
                 group = Group.of(job, episodes, self.version)
                 self.in_flight.pop(job.uid, None)
-                kept = self.buffer.put(group)
+                kept = self.buffer.put(group, self.cfg.filter_zero_variance)
                 self.returned_since_step += not kept
                 self.finished.update(e.status for e in episodes)
                 self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,

@@ -114,20 +114,32 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
+def _with_zero_row(x: torch.Tensor) -> torch.Tensor:
+    """Append row R, which padded slots read."""
+    return torch.cat([x, x.new_zeros(1, *x.shape[1:])])
+
+
+def _per_sequence(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Packed [R+1, h, D] -> [S, h, L, D] by a row index [S, L]."""
+    return x[rows].transpose(1, 2)
+
+
+def _packed(o: torch.Tensor) -> torch.Tensor:
+    """[S, h, L, D] -> [S*L, h*D]."""
+    return o.transpose(1, 2).reshape(-1, o.shape[1] * o.shape[3])
+
+
 def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
     """q [R, H, D], k/v [R, KV, D] packed -> attention output [R, H*D] packed."""
-    pad = lambda x: torch.cat([x, x.new_zeros(1, *x.shape[1:])])  # noqa: E731  row R reads zeros
-    q, k, v = pad(q), pad(k), pad(v)
-    per_seq = lambda x, rows: x[rows].transpose(1, 2)  # noqa: E731  [S, L, h, D] -> [S, h, L, D]
+    q, k, v = _with_zero_row(q), _with_zero_row(k), _with_zero_row(v)
     pr = lay.prompt_rows
-    out_p = F.scaled_dot_product_attention(per_seq(q, pr), per_seq(k, pr), per_seq(v, pr),
+    out_p = F.scaled_dot_product_attention(_per_sequence(q, pr), _per_sequence(k, pr), _per_sequence(v, pr),
                                            is_causal=True, enable_gqa=gqa)
-    lt = lay.logit_rows.shape[1]
-    tail_rows = lay.key_rows[:, -lt:]
-    out_t = F.scaled_dot_product_attention(per_seq(q, tail_rows), per_seq(k, lay.key_rows),
-                                           per_seq(v, lay.key_rows), attn_mask=lay.key_mask, enable_gqa=gqa)
-    flat = lambda o: o.transpose(1, 2).reshape(-1, o.shape[1] * o.shape[3])  # noqa: E731
-    return torch.cat([flat(out_p), flat(out_t)])[lay.back]
+    tail_rows = lay.key_rows[:, -lay.logit_rows.shape[1]:]
+    out_t = F.scaled_dot_product_attention(_per_sequence(q, tail_rows), _per_sequence(k, lay.key_rows),
+                                           _per_sequence(v, lay.key_rows), attn_mask=lay.key_mask,
+                                           enable_gqa=gqa)
+    return torch.cat([_packed(out_p), _packed(out_t)])[lay.back]
 
 
 def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
@@ -162,7 +174,7 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     for layer in inner.layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    h = torch.cat([h, h.new_zeros(1, h.shape[1])])  # padded logit rows read the zero row
+    h = _with_zero_row(h)
     logits = F.linear(_rms(h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)
     if temperature != 1.0:
         logits = logits / temperature
