@@ -23,7 +23,7 @@ class MetricsLog:
         scalars = [Summary.Value(tag=f"{phase}/{k}", simple_value=float(v))
                    for k, v in values.items() if isinstance(v, (int, float))]
         # One event per step holding every scalar (a TensorBoard event per scalar costs ~40x more).
-        self._tb.file_writer.add_summary(Summary(value=scalars), step)
+        self._tb._get_file_writer().add_summary(Summary(value=scalars), step)
 
     def close(self) -> None:
         self._file.close()
