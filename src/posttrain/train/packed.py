@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from posttrain.train.batch import right_pad
+from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
 
 
@@ -64,9 +66,7 @@ def _padded_rows(lengths: list[int], start: int, pad_row: int) -> torch.Tensor:
 
 
 def layout(episodes: list[Episode]) -> Layout:
-    seen: dict[tuple, int] = {}
-    which = [seen.setdefault(tuple(e.tokens[:e.prompt_len]), len(seen)) for e in episodes]
-    prompts = [list(p) for p in seen]
+    prompts, which = distinct_prompts(episodes)
     tails = [e.tokens[e.prompt_len:] for e in episodes]
     p_lens, t_lens = [len(p) for p in prompts], [len(t) for t in tails]
     n_prompt_rows = sum(p_lens)
@@ -74,19 +74,17 @@ def layout(episodes: list[Episode]) -> Layout:
     prompt_rows = _padded_rows(p_lens, 0, r)
     tail_rows = _padded_rows(t_lens, n_prompt_rows, r)
     idx = torch.tensor(which)
-    lp_width, lt = prompt_rows.shape[1], tail_rows.shape[1]
+    lt = tail_rows.shape[1]
     p_len = torch.tensor(p_lens)[idx]
-    seen_mask = torch.arange(lp_width)[None, :] < p_len[:, None]
+    seen = torch.arange(prompt_rows.shape[1])[None, :] < p_len[:, None]
     causal = torch.ones(lt, lt, dtype=torch.bool).tril()
-    key_mask = torch.cat([seen_mask[:, None, :].expand(-1, lt, -1), causal.expand(len(episodes), -1, -1)], dim=2)
+    key_mask = torch.cat([seen[:, None, :].expand(-1, lt, -1), causal.expand(len(episodes), -1, -1)], dim=2)
     # Outputs come back as [P*Lp prompt slots, N*Lt tail slots]; pick each real row's slot.
     slot_of = torch.empty(r + 1, dtype=torch.long)
     slot_of[prompt_rows.reshape(-1)] = torch.arange(prompt_rows.numel())
     slot_of[tail_rows.reshape(-1)] = prompt_rows.numel() + torch.arange(tail_rows.numel())
-    last_prompt_row = torch.tensor([s + n - 1 for s, n in zip(_starts(p_lens), p_lens)])[idx]
-    targets = torch.zeros(len(episodes), lt, dtype=torch.long)
-    for i, t in enumerate(tails):
-        targets[i, :len(t)] = torch.tensor(t)
+    last_prompt_row = prompt_rows[torch.arange(len(prompts)), torch.tensor(p_lens) - 1][idx]
+    targets, valid = right_pad(tails, 0)
     return Layout(
         ids=torch.tensor([t for p in prompts for t in p] + [t for s in tails for t in s]),
         positions=torch.cat([torch.arange(n) for n in p_lens] + [torch.arange(p_lens[w], p_lens[w] + n)
@@ -94,15 +92,7 @@ def layout(episodes: list[Episode]) -> Layout:
         prompt_rows=prompt_rows, key_rows=torch.cat([prompt_rows[idx], tail_rows], dim=1),
         key_mask=key_mask[:, None], back=slot_of[:r],
         logit_rows=torch.cat([last_prompt_row[:, None], tail_rows[:, :-1]], dim=1),
-        targets=targets, valid=(tail_rows < r).long(), tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
-
-
-def _starts(lengths: list[int]) -> list[int]:
-    out, s = [], 0
-    for n in lengths:
-        out.append(s)
-        s += n
-    return out
+        targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

@@ -18,7 +18,7 @@ from posttrain.train.batch import right_pad
 from posttrain.types import Episode
 
 
-def _distinct_prompts(episodes: list[Episode]) -> tuple[list[list[int]], list[int]]:
+def distinct_prompts(episodes: list[Episode]) -> tuple[list[list[int]], list[int]]:
     """(the distinct prompts, the index of each episode's prompt among them)."""
     seen: dict[tuple, int] = {}
     index = []
@@ -39,7 +39,7 @@ def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
     or an episode has no prompt or nothing after it."""
     if any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
         return None
-    prompts, index = _distinct_prompts(episodes)
+    prompts, index = distinct_prompts(episodes)
     if len(prompts) == len(episodes):
         return None
     if temperature <= 0:
