@@ -42,11 +42,12 @@ def supports(model) -> bool:
 @dataclass
 class Layout:
     """Where each token lives. Rows: the real tokens of every distinct prompt, then of every
-    continuation; row R (one past the end) is a zero row that padded slots read."""
+    continuation. Padded slots read row 0: attention masks them out or their outputs are
+    dropped, so they reach no result and no gradient."""
 
     ids: torch.Tensor          # [R] token ids
     positions: torch.Tensor    # [R]
-    prompt_rows: torch.Tensor  # [P, Lp] row of each prompt slot (R where padded)
+    prompt_rows: torch.Tensor  # [P, Lp] row of each prompt slot (0 where padded)
     key_rows: torch.Tensor     # [N, Lp + Lt] episode e's keys: its prompt's rows, then its own
     key_mask: torch.Tensor     # [N, 1, Lt, Lp + Lt] what each continuation query may see
     back: torch.Tensor         # [R] row of each packed token in cat(prompt outputs, tail outputs)
@@ -56,13 +57,12 @@ class Layout:
     tail_pos: torch.Tensor     # [N, Lt] each continuation token's position in its episode
 
 
-def _padded_rows(lengths: list[int], start: int, pad_row: int) -> torch.Tensor:
-    width = max(lengths)
-    out = torch.full((len(lengths), width), pad_row, dtype=torch.long)
-    for i, n in enumerate(lengths):
-        out[i, :n] = torch.arange(start, start + n)
-        start += n
-    return out
+def _padded_rows(lengths: list[int], start: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """([S, L] the row of each slot, 0 where padded; [S, L] bool, True where real)."""
+    real = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
+    rows = torch.zeros(real.shape, dtype=torch.long)
+    rows[real] = torch.arange(start, start + sum(lengths))
+    return rows, real
 
 
 def layout(episodes: list[Episode]) -> Layout:
@@ -70,9 +70,8 @@ def layout(episodes: list[Episode]) -> Layout:
     tails = [e.tokens[e.prompt_len:] for e in episodes]
     p_lens, t_lens = [len(p) for p in prompts], [len(t) for t in tails]
     n_prompt_rows = sum(p_lens)
-    r = n_prompt_rows + sum(t_lens)
-    prompt_rows = _padded_rows(p_lens, 0, r)
-    tail_rows = _padded_rows(t_lens, n_prompt_rows, r)
+    prompt_rows, prompt_real = _padded_rows(p_lens, 0)
+    tail_rows, tail_real = _padded_rows(t_lens, n_prompt_rows)
     idx = torch.tensor(which)
     lt = tail_rows.shape[1]
     p_len = torch.tensor(p_lens)[idx]
@@ -80,9 +79,8 @@ def layout(episodes: list[Episode]) -> Layout:
     causal = torch.ones(lt, lt, dtype=torch.bool).tril()
     key_mask = torch.cat([seen[:, None, :].expand(-1, lt, -1), causal.expand(len(episodes), -1, -1)], dim=2)
     # Outputs come back as [P*Lp prompt slots, N*Lt tail slots]; pick each real row's slot.
-    slot_of = torch.empty(r + 1, dtype=torch.long)
-    slot_of[prompt_rows.reshape(-1)] = torch.arange(prompt_rows.numel())
-    slot_of[tail_rows.reshape(-1)] = prompt_rows.numel() + torch.arange(tail_rows.numel())
+    slots = torch.arange(prompt_rows.numel() + tail_rows.numel())
+    back = slots[torch.cat([prompt_real.reshape(-1), tail_real.reshape(-1)])]
     last_prompt_row = prompt_rows[torch.arange(len(prompts)), torch.tensor(p_lens) - 1][idx]
     targets, valid = right_pad(tails, 0)
     return Layout(
@@ -90,7 +88,7 @@ def layout(episodes: list[Episode]) -> Layout:
         positions=torch.cat([torch.arange(n) for n in p_lens] + [torch.arange(p_lens[w], p_lens[w] + n)
                                                                  for w, n in zip(which, t_lens)]),
         prompt_rows=prompt_rows, key_rows=torch.cat([prompt_rows[idx], tail_rows], dim=1),
-        key_mask=key_mask[:, None], back=slot_of[:r],
+        key_mask=key_mask[:, None], back=back,
         logit_rows=torch.cat([last_prompt_row[:, None], tail_rows[:, :-1]], dim=1),
         targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
 
@@ -104,13 +102,8 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch
     return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
-def _with_zero_row(x: torch.Tensor) -> torch.Tensor:
-    """Append row R, which padded slots read."""
-    return torch.cat([x, x.new_zeros(1, *x.shape[1:])])
-
-
 def _per_sequence(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Packed [R+1, h, D] -> [S, h, L, D] by a row index [S, L]."""
+    """Packed [R, h, D] -> [S, h, L, D] by a row index [S, L]."""
     return x[rows].transpose(1, 2)
 
 
@@ -121,7 +114,6 @@ def _packed(o: torch.Tensor) -> torch.Tensor:
 
 def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
     """q [R, H, D], k/v [R, KV, D] packed -> attention output [R, H*D] packed."""
-    q, k, v = _with_zero_row(q), _with_zero_row(k), _with_zero_row(v)
     pr = lay.prompt_rows
     out_p = F.scaled_dot_product_attention(_per_sequence(q, pr), _per_sequence(k, pr), _per_sequence(v, pr),
                                            is_causal=True, enable_gqa=gqa)
@@ -164,7 +156,6 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     for layer in inner.layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    h = _with_zero_row(h)
     logits = F.linear(_rms(h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)
     if temperature != 1.0:
         logits = logits / temperature
