@@ -2,6 +2,7 @@
 the staleness bound with async rollouts, and bad input recorded as episode statuses."""
 
 import json
+import os
 
 import pytest
 
@@ -194,3 +195,31 @@ def test_an_async_run_replays_exactly_from_its_recorded_batches(make_parts, tmp_
     keys = ["loss", "grad_norm", "mismatch_k3", "mismatch_max_abs", "ess", "entropy",
             "staleness_mean", "reward_mean", "tis_weight_mean"]
     assert [[r[k] for k in keys] for r in replayed] == [[r[k] for k in keys] for r in rows]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs sched_setaffinity and two cores")
+def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_parts, tokenizer):
+    """rollout.pin_cores: the engine child on one core, the trainer thread on the others with
+    no more torch threads than it has cores; all of it undone when the engine closes."""
+    import threading
+
+    import torch
+
+    from posttrain.recipes.rl import rollout_engine
+    from posttrain.recipes.rl_config import load_rl_config
+
+    _, model, _ = make_parts()
+    me, before = threading.get_native_id(), os.sched_getaffinity(0)
+    cfg = load_rl_config(None, ["rollout.engine_process=true", "threads=2"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(len(before))
+    try:
+        with rollout_engine(cfg, model, tokenizer) as engine:
+            child = engine.engine.pid
+            assert len(os.sched_getaffinity(child)) == 1
+            assert os.sched_getaffinity(me) == before - os.sched_getaffinity(child)
+            assert torch.get_num_threads() == len(before) - 1
+        assert os.sched_getaffinity(me) == before and torch.get_num_threads() == len(before)
+    finally:
+        torch.set_num_threads(threads)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import os
 import random
 import time
 from collections import defaultdict
@@ -202,8 +203,11 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
         return
     # One thread: the engine's batches are small, so generation is latency-bound.
     with ProcessEngine(model, tok, threads=1) as engine, contextlib.ExitStack() as pinned:
-        if cfg.rollout.pin_cores:
-            pinned.enter_context(split_cores(engine.pid))
+        if cfg.rollout.pin_cores and pinned.enter_context(split_cores(engine.pid)):
+            # No more intra-op threads than the trainer now has cores (two on one core stall).
+            threads = torch.get_num_threads()
+            torch.set_num_threads(min(threads, len(os.sched_getaffinity(0))))
+            pinned.callback(torch.set_num_threads, threads)
         yield LockedEngine(engine)
 
 
