@@ -200,8 +200,9 @@ def test_an_async_run_replays_exactly_from_its_recorded_batches(make_parts, tmp_
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs sched_setaffinity and two cores")
 def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_parts, tokenizer):
-    """rollout.pin_cores: the engine child on one core, the trainer thread on the others with
-    no more torch threads than it has cores; all of it undone when the engine closes."""
+    """rollout.pin_cores (auto: single-turn tasks): the engine child on one core, the trainer
+    thread on the others with no more torch threads than it has cores; all of it undone when
+    the engine closes. Sandbox tasks are not pinned by default."""
     import threading
 
     import torch
@@ -211,7 +212,7 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
 
     _, model, _ = make_parts()
     me, before = threading.get_native_id(), os.sched_getaffinity(0)
-    cfg = load_rl_config(None, ["rollout.engine_process=true", "threads=2"])
+    cfg = load_rl_config(None, ["rollout.engine_process=true", "threads=2", 'tasks.kind="copy"'])
     threads = torch.get_num_threads()
     torch.set_num_threads(len(before))
     try:
@@ -221,5 +222,8 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
             assert os.sched_getaffinity(me) == before - os.sched_getaffinity(child)
             assert torch.get_num_threads() == len(before) - 1
         assert os.sched_getaffinity(me) == before and torch.get_num_threads() == len(before)
+        sandbox_tasks = load_rl_config(None, ["rollout.engine_process=true"])  # not pinned by default
+        with rollout_engine(sandbox_tasks, model, tokenizer) as engine:
+            assert os.sched_getaffinity(engine.engine.pid) == before == os.sched_getaffinity(me)
     finally:
         torch.set_num_threads(threads)

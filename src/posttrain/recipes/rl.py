@@ -203,7 +203,8 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
         return
     # One thread: the engine's batches are small, so generation is latency-bound.
     with ProcessEngine(model, tok, threads=1) as engine, contextlib.ExitStack() as pinned:
-        if cfg.rollout.pin_cores and pinned.enter_context(split_cores(engine.pid)):
+        pin = cfg.rollout.pin_cores if cfg.rollout.pin_cores is not None else cfg.tasks.kind == "copy"
+        if pin and pinned.enter_context(split_cores(engine.pid)):
             # No more intra-op threads than the trainer now has cores (two on one core stall).
             threads = torch.get_num_threads()
             torch.set_num_threads(min(threads, len(os.sched_getaffinity(0))))

@@ -21,5 +21,7 @@ class RolloutConfig(BaseModel):
     checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
     temperature: float = Field(1.0, gt=0)
     engine_process: bool = False                 # generate in a child process, beside the trainer
-    pin_cores: bool = True                       # with engine_process: the child gets a core of its own
+    # With engine_process: the child on a core of its own, the trainer (and the sandboxes its
+    # threads start) on the others. None: only for single-turn tasks, which start no sandboxes.
+    pin_cores: bool | None = None
     record_batches: bool = False                 # write each trained batch to RUN/batches (replay)
