@@ -36,9 +36,9 @@ from posttrain.tasks.suites import terminal_basics
 
 SIZES = {
     "quick": dict(n_tasks=18, n_eval=12, steps=6, groups=2, group=4, max_turns=3, sft=150, workers=6,
-                  refill=8, trl_steps=100, trl_groups=4, trl_tokens=8, repeat=2),
+                  refill=8, trl_steps=100, trl_groups=4, trl_tokens=8, repeat=3),
     "full": dict(n_tasks=48, n_eval=16, steps=16, groups=4, group=4, max_turns=3, sft=200, workers=6,
-                 refill=8, trl_steps=300, trl_groups=4, trl_tokens=8, repeat=3),
+                 refill=8, trl_steps=300, trl_groups=4, trl_tokens=8, repeat=5),
 }
 # The single-step families: a warm-started tiny model solves some of them, so groups carry signal.
 FAMILIES = ["create-file", "make-dir", "copy-file"]
