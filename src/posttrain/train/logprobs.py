@@ -1,7 +1,7 @@
 """Per-token logprobs and entropies of a causal LM over given token ids (with grad).
 
 These are the trainer's numbers; the engine's sampled logprobs are tested to agree with them
-for the same tokens (tests/engine/test_logprob_agreement.py).
+for the same tokens (tests/engine/test_logprobs.py).
 """
 
 from __future__ import annotations
@@ -9,10 +9,28 @@ from __future__ import annotations
 import torch
 
 
-def _shifted_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float):
-    """Logits predicting token t from tokens < t, [B, T-1, V], scaled by 1/temperature."""
+def check_temperature(temperature: float) -> None:
     if temperature <= 0:
         raise ValueError("temperature must be > 0 for logprobs")
+
+
+def continuation_logprobs(logits: torch.Tensor, targets: torch.Tensor, valid: torch.Tensor,
+                          positions: torch.Tensor, width: int, temperature: float) -> torch.Tensor:
+    """Each episode's continuation logprobs placed at their positions in the episode.
+
+    logits [N, L, V] predict targets [N, L] (valid [N, L] where a token exists), which sit at
+    positions [N, L] of their episodes; returns [N, width], 0 elsewhere."""
+    if temperature != 1.0:
+        logits = logits / temperature
+    lp = logits.gather(-1, targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    lp = lp * valid.to(lp.dtype)
+    full = torch.zeros(len(lp), int(positions.max()) + 1).scatter(1, positions, lp)
+    return full[:, :width]
+
+
+def _shifted_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float):
+    """Logits predicting token t from tokens < t, [B, T-1, V], scaled by 1/temperature."""
+    check_temperature(temperature)
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
     logits = out.logits[:, :-1].float()

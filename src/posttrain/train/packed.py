@@ -11,7 +11,7 @@ that do no work (padding), not by attention. This forward uses the model's own p
   themselves; each continuation to its prompt and to itself);
 - computes logits only where a logprob is needed.
 
-The numbers are those of the HF forward to float rounding (tests/train/test_packed.py).
+The numbers are those of the HF forward to float rounding (tests/train/test_prompt_sharing.py).
 Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
 non-float32 weights) return None and the caller runs the HF forward.
 """
@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.train.batch import right_pad
+from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
 
@@ -144,8 +145,7 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     covered or an episode has no prompt or nothing after it."""
     if not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
         return None
-    if temperature <= 0:
-        raise ValueError("temperature must be > 0 for logprobs")
+    check_temperature(temperature)
     cfg, inner = model.config, model.model
     lay = layout(episodes)
     heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -157,10 +157,5 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     for layer in inner.layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
     logits = F.linear(_rms(h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)
-    if temperature != 1.0:
-        logits = logits / temperature
-    lp = logits.gather(-1, lay.targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    lp = lp * lay.valid.to(lp.dtype)
-    width = max(len(e.tokens) for e in episodes)
-    full = torch.zeros(len(episodes), int(lay.tail_pos.max()) + 1).scatter(1, lay.tail_pos, lp)
-    return full[:, :width]
+    return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
+                                 max(len(e.tokens) for e in episodes), temperature)

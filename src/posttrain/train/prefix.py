@@ -15,6 +15,7 @@ import inspect
 import torch
 
 from posttrain.train.batch import right_pad
+from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.types import Episode
 
 
@@ -42,8 +43,7 @@ def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
     prompts, index = distinct_prompts(episodes)
     if len(prompts) == len(episodes):
         return None
-    if temperature <= 0:
-        raise ValueError("temperature must be > 0 for logprobs")
+    check_temperature(temperature)
     idx = torch.tensor(index)
     prompt_ids, _ = right_pad(prompts, pad_id)
     head = model(input_ids=prompt_ids, use_cache=True)  # right-padded: the causal mask suffices
@@ -52,16 +52,12 @@ def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
     cache.reorder_cache(idx)  # one copy of its prompt's keys and values per episode
     p_len = torch.tensor([len(p) for p in prompts])[idx]
     tail_ids, tail_mask = right_pad([e.tokens[e.prompt_len:] for e in episodes], pad_id)
-    n, width = tail_ids.shape
+    width = tail_ids.shape[1]
     seen = torch.arange(prompt_ids.shape[1])[None, :] < p_len[:, None]  # real prompt positions
     positions = p_len[:, None] + torch.arange(width)[None, :]
     tail = model(input_ids=tail_ids, attention_mask=torch.cat([seen.long(), tail_mask], dim=1),
                  position_ids=positions, **{kwarg: cache})
     first = head.logits[idx, p_len - 1]  # predicts each episode's first token after its prompt
     logits = torch.cat([first[:, None], tail.logits[:, :-1]], dim=1).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    lp = logits.gather(-1, tail_ids[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    lp = lp * tail_mask.to(lp.dtype)
-    full = torch.zeros(n, prompt_ids.shape[1] + width).scatter(1, positions, lp)
-    return full[:, :max(len(e.tokens) for e in episodes)]
+    return continuation_logprobs(logits, tail_ids, tail_mask, positions,
+                                 max(len(e.tokens) for e in episodes), temperature)
