@@ -1,6 +1,7 @@
 """The two loops on a real tiny model: synchronous determinism, the step-0 mismatch,
 the staleness bound with async rollouts, and bad input recorded as episode statuses."""
 
+import copy
 import json
 import os
 
@@ -9,6 +10,7 @@ import pytest
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.single_turn import similarity_reward
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.train.losses import LOSSES
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
@@ -227,3 +229,53 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
             assert os.sched_getaffinity(engine.engine.pid) == before == os.sched_getaffinity(me)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_single_turn_episodes_run_in_the_engine_process_as_beside_the_trainer(make_parts):
+    """InEngineProcess: prompts tokenized, replies sampled, decoded and scored in the engine's
+    child; the episodes are those the env gives run in this process over the same engine,
+    and a synchronous run trains the same on either."""
+    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.rollout.envs import InEngineProcess
+    from posttrain.rollout.weights import LockedEngine
+    from posttrain.schedule.sampler import GroupJob
+
+    env, model, local = make_parts(chunk_tokens=2)
+    jobs = [GroupJob(i, i, env.task_ids[i], 7) for i in range(3)]
+    with ProcessEngine(model, env.tokenizer) as child:
+        engine = LockedEngine(child)
+        remote = InEngineProcess(env, engine)
+        here, there = env.run(jobs, engine), remote.run(jobs, engine)
+        assert engine.generate_s > 0 and remote.task_ids == env.task_ids
+        for a, b in zip([e for g in here for e in g], [e for g in there for e in g]):
+            assert (a.tokens, a.versions, a.reward, a.status) == (b.tokens, b.versions, b.reward, b.status)
+            assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) <= 1e-6
+
+        rc = RolloutConfig(steps=2, groups_per_step=2, group_size=env.group_size, max_staleness=0)
+        rows = {}
+        for name, (e, eng) in {"here": (env, local), "child": (remote, engine)}.items():
+            trainer = PolicyTrainer(copy.deepcopy(model), 0, OptimConfig(lr=1e-2))
+            pipe = Pipeline(e, eng, trainer, TaskSampler(env.task_ids, 0), rc, RLConfig(tis="token"))
+            rows[name] = []
+            pipe.run(lambda step, stats, out=rows[name]: out.append(stats))
+    for a, b in zip(rows["here"], rows["child"]):
+        assert a.keys() == b.keys()
+        assert all(b[k] == pytest.approx(v, rel=1e-4, abs=1e-6) for k, v in a.items() if not timing(k)), a
+
+
+def test_a_rollout_that_fails_in_the_engine_process_is_an_error_there_and_it_goes_on(make_parts):
+    from posttrain.engine.process_engine import EngineProcessError, ProcessEngine
+    from posttrain.rollout.envs import InEngineProcess
+    from posttrain.rollout.weights import LockedEngine
+    from posttrain.schedule.sampler import GroupJob
+
+    env, model, _ = make_parts(reward_fn=lambda text, prompt: 1.0)
+    with ProcessEngine(model, env.tokenizer) as child:
+        engine = LockedEngine(child)
+        with pytest.raises(EngineProcessError, match="bind: cannot send"):
+            InEngineProcess(env, engine)  # a lambda does not pickle
+        env.reward_fn = similarity_reward
+        remote = InEngineProcess(env, engine)
+        with pytest.raises(EngineProcessError, match="IndexError"):
+            remote.run([GroupJob(0, 999, "nope", 0)], engine)
+        assert len(remote.run([GroupJob(1, 0, env.task_ids[0], 0)], engine)[0]) == env.group_size

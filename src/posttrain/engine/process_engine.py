@@ -8,16 +8,23 @@ generate call. A generate call in flight finishes on the weights it started with
 every Completion carries the version it was sampled with, so partial rollouts work as
 with the in-process engine. The child is a plain `python -m` process: it does not
 re-import the caller's main module, and it exits when the parent goes away.
+
+`bind(fn)` sends a picklable function to the child once; `call(handle, *args)` runs
+`fn(*args, engine)` there, beside the engine, and returns its result. A rollout that is all
+CPU work besides generation (tokenize, sample, decode, score) then runs wholly in the child,
+off the trainer's interpreter and its GIL.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -132,13 +139,27 @@ class ProcessEngine(Engine):
         return payload
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        return self._request("generate", prompts, params)
+
+    def bind(self, fn) -> int:
+        """Send `fn` (picklable) to the child; returns the handle that `call` takes."""
+        return self._request("bind", fn)
+
+    def call(self, handle: int, *args) -> tuple[object, float]:
+        """`fn(*args, engine)` in the child, on the newest weights at each of its generate
+        calls; returns (its result, seconds spent generating)."""
+        return self._request("call", handle, args)
+
+    def _request(self, what: str, *payload):
         with self._rpc:
             try:
-                self._conn.send(("generate", prompts, params))
+                self._conn.send((what, *payload))
             except (BrokenPipeError, ConnectionResetError):
                 raise EngineProcessError(
                     f"the engine process died (exit code {self._proc.poll()})") from None
-            return self._expect_ok("generate")
+            except (pickle.PicklingError, TypeError, AttributeError) as e:
+                raise EngineProcessError(f"{what}: cannot send {type(e).__name__}: {e}") from None
+            return self._expect_ok(what)
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         self._shared.write(state_dict, version)
@@ -165,6 +186,39 @@ def _shm_dir() -> str | None:
     return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
+class _NewestWeights(Engine):
+    """The child's engine as bound functions see it: each generate call first takes the
+    newest published weights (so a reply sampled in chunks continues across an update)."""
+
+    def __init__(self, engine, shared: SharedWeights):
+        self.engine, self.shared, self.generate_s = engine, shared, 0.0
+
+    @property
+    def policy_version(self) -> int:
+        return self.engine.policy_version
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        self.shared.read_into(self.engine)
+        t0 = time.perf_counter()
+        try:
+            return self.engine.generate(prompts, params)
+        finally:
+            self.generate_s += time.perf_counter() - t0
+
+
+def _serve(msg: tuple, engine: _NewestWeights, bound: list):
+    if msg[0] == "generate":
+        return engine.generate(msg[1], msg[2])
+    if msg[0] == "bind":
+        bound.append(msg[1])
+        return len(bound) - 1
+    if msg[0] == "call":
+        t0 = engine.generate_s
+        result = bound[msg[1]](*msg[2], engine)
+        return result, engine.generate_s - t0
+    raise ValueError(f"unknown request {msg[0]!r}")
+
+
 def _child(fd: int) -> None:
     """The child: build the model, then answer generate requests until told to close."""
     from transformers import AutoModelForCausalLM
@@ -183,16 +237,19 @@ def _child(fd: int) -> None:
     except Exception as e:
         conn.send(("error", f"{type(e).__name__}: {e}"))
         return
+    newest, bound = _NewestWeights(engine, shared), []
     while True:
         try:
             msg = conn.recv()
         except (EOFError, ConnectionResetError):  # the parent is gone
             return
+        except Exception as e:  # the whole message arrived but does not unpickle here
+            conn.send(("error", f"cannot receive the request: {type(e).__name__}: {e}"))
+            continue
         if msg[0] == "close":
             return
         try:
-            shared.read_into(engine)
-            conn.send(("ok", engine.generate(msg[1], msg[2])))
+            conn.send(("ok", _serve(msg, newest, bound)))
         except Exception as e:  # reported to the caller; the child keeps serving
             conn.send(("error", f"{type(e).__name__}: {e}"))
 

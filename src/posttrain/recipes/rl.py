@@ -35,7 +35,7 @@ from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_config import RLRunConfig
-from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
+from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
@@ -224,6 +224,8 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
             contextlib.ExitStack() as stack:
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt)
         engine = stack.enter_context(rollout_engine(cfg, model, tok))
+        if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
+            env = InEngineProcess(env, engine)
         trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
         extra: dict = {}
         if ckpt is not None:

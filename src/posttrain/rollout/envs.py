@@ -3,6 +3,7 @@
 SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox
 (agent.loop.run_episodes), with a per-episode time cap. SingleTurnEnv: one reply per
 prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
+InEngineProcess: an env whose episodes run wholly in the engine's child process.
 A reward function that raises, or a prompt that does not fit the context, becomes a
 recorded episode status; the run goes on.
 """
@@ -127,3 +128,22 @@ class SingleTurnEnv:
             ep.reward = reward
         except Exception as e:  # a broken reward function is recorded, the run goes on
             ep.status, ep.error = "verifier_error", f"reward function raised {type(e).__name__}: {e}"
+
+
+class InEngineProcess:
+    """`env`'s episodes run wholly in the engine's child process (engine/process_engine.py):
+    prompts tokenized, replies sampled, decoded and scored there, so the trainer's process
+    only receives finished episodes and its interpreter is left to training. For envs whose
+    episodes are CPU work besides generation (SingleTurnEnv); episodes that wait on sandboxes
+    would queue behind each other in the one child."""
+
+    def __init__(self, env, engine):
+        self.env = env
+        self._handle = engine.engine.bind(env.run)
+
+    @property
+    def task_ids(self) -> list[str]:
+        return self.env.task_ids
+
+    def run(self, jobs: list[GroupJob], engine) -> list[list[Episode]]:
+        return engine.run_beside(self._handle, jobs)

@@ -32,6 +32,14 @@ class LockedEngine(Engine):
             finally:
                 self.generate_s += time.perf_counter() - t0
 
+    def run_beside(self, handle: int, *args):
+        """A function bound in the engine's process (ProcessEngine.bind), run there; the time
+        its generate calls take counts as generation time."""
+        with self._lock:
+            result, seconds = self.engine.call(handle, *args)
+            self.generate_s += seconds
+            return result
+
     def publish(self, model, version: int) -> None:
         """Copy the trainer's weights into the engine (unless they share the model). An engine
         in another process takes them without waiting for the generate call in flight."""

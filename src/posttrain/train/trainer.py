@@ -89,7 +89,8 @@ class PolicyTrainer:
 
     def __init__(self, model, pad_id: int, optim: OptimConfig, ref_model=None):
         self.model, self.pad_id, self.optim_cfg, self.ref_model = model, pad_id, optim, ref_model
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=optim.betas,
+        self.params = list(model.parameters())
+        self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
                                            weight_decay=optim.weight_decay, fused=optim.fused or None)
 
     def set_lr(self, lr: float) -> None:
@@ -103,11 +104,15 @@ class PolicyTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
 
     def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None,
-              weighting: str = "seq") -> dict:
+              weighting: str = "seq", dropout: bool = True) -> dict:
         """Accumulate gradients over micro-batches, each weighted by its share of the
-        batch's sequences (weighting "seq") or model tokens ("token"), then one step."""
+        batch's sequences (weighting "seq") or model tokens ("token"), then one step.
+        dropout=False keeps the model in eval mode (RL: the distribution that sampled)."""
         t0 = time.perf_counter()
-        self.model.train()
+        if dropout:
+            self.model.train()
+        elif self.model.training:
+            self.model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = {}
         total_tokens = sum(e.tokens_out for e in episodes)
@@ -121,9 +126,10 @@ class PolicyTrainer:
             (loss * share).backward()
             for k, v in part.items():
                 stats[k] = stats.get(k, 0.0) + v * share
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_cfg.grad_clip, foreach=True)
         self.optimizer.step()
-        self.model.eval()
+        if dropout:
+            self.model.eval()
         stats |= {"grad_norm": float(grad_norm), "tokens": float(total_tokens),
                   "step_time_s": time.perf_counter() - t0}
         return stats
@@ -173,6 +179,8 @@ class PolicyTrainer:
                     part["kl_ref"] = masked_mean(k3_kl(lp, ref), b.loss_mask).item()
             return loss, {"loss": loss.item(), **part}
         advantages = episode_advantages(episodes, cfg.advantage_name)
-        stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss])
+        # No dropout: the trainer's logprobs are those of the distribution the engine sampled
+        # (as TRL's disable_dropout); the packed forward has none either way.
+        stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss], dropout=False)
         lp, ro = torch.cat(flat_lp), torch.cat(flat_ro)
         return stats | mismatch_stats(lp, ro, torch.ones_like(lp))
