@@ -21,25 +21,22 @@ class Batch:
         return self.input_ids.shape[0]
 
 
+def _padded(rows: list[list], width: int, fill) -> list[list]:
+    return [r + [fill] * (width - len(r)) for r in rows]
+
+
 def right_pad(seqs: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Token lists → (ids [B, T] right-padded with pad_id, attention mask [B, T])."""
     width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[i, : len(s)] = 1
+    ids = torch.tensor(_padded(seqs, width, pad_id), dtype=torch.long)
+    mask = torch.tensor(_padded([[1] * len(s) for s in seqs], width, 0), dtype=torch.long)
     return ids, mask
 
 
 def collate(episodes: list[Episode], pad_id: int, advantages: list[float] | None = None) -> Batch:
     ids, attn = right_pad([e.tokens for e in episodes], pad_id)
-    B, T = ids.shape
-    mask = torch.zeros((B, T))
-    old = torch.zeros((B, T))
-    for i, e in enumerate(episodes):
-        n = len(e.tokens)
-        mask[i, :n] = torch.tensor(e.loss_mask, dtype=torch.float)
-        old[i, :n] = torch.tensor(e.logprobs)
-    adv = torch.tensor(advantages if advantages is not None else [0.0] * B, dtype=torch.float)
+    width = ids.shape[1]
+    mask = torch.tensor(_padded([e.loss_mask for e in episodes], width, 0), dtype=torch.float)
+    old = torch.tensor(_padded([e.logprobs for e in episodes], width, 0.0), dtype=torch.float)
+    adv = torch.tensor(advantages if advantages is not None else [0.0] * len(episodes), dtype=torch.float)
     return Batch(ids, attn, mask, old, adv)
