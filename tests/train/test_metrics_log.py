@@ -1,6 +1,7 @@
 """The metrics sinks: every scalar of a step lands in metrics.jsonl and in TensorBoard."""
 
 import json
+import struct
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -20,3 +21,13 @@ def test_every_scalar_reaches_jsonl_and_tensorboard(tmp_path):
     loss = events.Scalars("rl/loss")
     assert [e.step for e in loss] == [0, 1, 2]
     assert [round(e.value, 6) for e in loss] == [0.5, 0.4, 0.3]
+
+
+def test_the_event_records_carry_tensorboards_checksums():
+    """The C CRC32C frames records as TensorBoard's reader checks them."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from posttrain.train.metrics import _masked_crc
+
+    for data in (b"", b"brain.Event:2", bytes(range(256)) * 9):
+        assert _masked_crc(data) == struct.pack("<I", masked_crc32c(data))
