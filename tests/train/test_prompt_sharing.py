@@ -96,6 +96,18 @@ def test_packed_covers_episodes_that_share_nothing_and_qwen2_biases():
     _check_matches_full_forward(qwen, FORWARDS["packed"], _groups(3, 4, True), 1.0)
 
 
+def test_packed_computes_logprobs_only_for_sampled_tokens(model):
+    """Observations in multi-turn episodes get 0, not a logprob: the last layer and the
+    logits run only where the model sampled; a batch with nothing sampled falls back."""
+    episodes = _groups(3, 4, True)
+    assert any(0 in e.loss_mask[e.prompt_len:] for e in episodes)
+    lp = packed_logprobs(model, episodes)
+    assert (lp * (1 - collate(episodes, 0).loss_mask)).abs().max() == 0
+    for e in episodes:
+        e.loss_mask = [0] * len(e.tokens)
+    assert packed_logprobs(model, episodes) is None
+
+
 def test_packed_declines_models_it_does_not_cover():
     episodes = _groups(2, 2, False)
     assert packed_logprobs(_model(mlp_bias=True), episodes) is None

@@ -9,7 +9,9 @@ that do no work (padding), not by attention. This forward uses the model's own p
   are single matmuls over concatenated weights;
 - lays rows out per sequence only for attention, by index (prompts attend causally to
   themselves; each continuation to its prompt and to itself);
-- computes logits only where a logprob is needed.
+- runs the last layer's queries, output projection and MLP only on the rows whose outputs
+  become logits (its keys and values still come from every row), and computes logits only
+  there.
 
 The numbers are those of the HF forward to float rounding (tests/train/test_prompt_sharing.py).
 Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
@@ -53,8 +55,12 @@ class Layout:
     key_mask: torch.Tensor     # [N, 1, Lt, Lp + Lt] what each continuation query may see
     back: torch.Tensor         # [R] row of each packed token in cat(prompt outputs, tail outputs)
     logit_rows: torch.Tensor   # [N, Lt] row whose output predicts continuation token t
+    logit_mask: torch.Tensor   # [N, 1, Lt, Lp + Lt] what the query at logit_rows[:, t] may see
+    out_rows: torch.Tensor     # [M] the distinct rows of logit_rows where valid
+    out_slot: torch.Tensor     # [M] a slot of logit_rows (flattened) holding each of out_rows
+    slot_out: torch.Tensor     # [N, Lt] index into out_rows of each slot (0 where padded)
     targets: torch.Tensor      # [N, Lt] continuation ids (0 where padded)
-    valid: torch.Tensor        # [N, Lt] 1 where a continuation token exists
+    valid: torch.Tensor        # [N, Lt] 1 where the model sampled continuation token t
     tail_pos: torch.Tensor     # [N, Lt] each continuation token's position in its episode
 
 
@@ -83,15 +89,25 @@ def layout(episodes: list[Episode]) -> Layout:
     slots = torch.arange(prompt_rows.numel() + tail_rows.numel())
     back = slots[torch.cat([prompt_real.reshape(-1), tail_real.reshape(-1)])]
     last_prompt_row = prompt_rows[torch.arange(len(prompts)), torch.tensor(p_lens) - 1][idx]
-    targets, valid = right_pad(tails, 0)
+    logit_rows = torch.cat([last_prompt_row[:, None], tail_rows[:, :-1]], dim=1)
+    targets, _ = right_pad(tails, 0)
+    valid, _ = right_pad([e.loss_mask[e.prompt_len:] for e in episodes], 0)
+    # Slot t's query is the token before continuation token t: it sees the prompt and the
+    # continuation tokens before t.
+    before = torch.ones(lt, lt, dtype=torch.bool).tril(-1)
+    logit_mask = torch.cat([seen[:, None, :].expand(-1, lt, -1), before.expand(len(episodes), -1, -1)], dim=2)
+    filled = valid.reshape(-1).nonzero().squeeze(1)
+    out_rows, which_out = logit_rows.reshape(-1)[filled].unique(return_inverse=True)
+    out_slot = torch.zeros_like(out_rows).scatter_reduce(0, which_out, filled, "amin", include_self=False)
+    slot_out = torch.zeros(valid.numel(), dtype=torch.long).index_put_((filled,), which_out)
     return Layout(
         ids=torch.tensor([t for p in prompts for t in p] + [t for s in tails for t in s]),
         positions=torch.cat([torch.arange(n) for n in p_lens] + [torch.arange(p_lens[w], p_lens[w] + n)
                                                                  for w, n in zip(which, t_lens)]),
         prompt_rows=prompt_rows, key_rows=torch.cat([prompt_rows[idx], tail_rows], dim=1),
         key_mask=key_mask[:, None], back=back,
-        logit_rows=torch.cat([last_prompt_row[:, None], tail_rows[:, :-1]], dim=1),
-        targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
+        logit_rows=logit_rows, logit_mask=logit_mask[:, None], out_rows=out_rows, out_slot=out_slot,
+        slot_out=slot_out.view(valid.shape), targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -125,25 +141,49 @@ def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
     return torch.cat([_packed(out_p), _packed(out_t)])[lay.back]
 
 
-def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
+def _qkv(layer, h, cos, sin, dims: tuple[int, int, int], eps: float):
+    """Normed rows -> q [R, H, D], k and v [R, KV, D], rotated; q/k/v as one matmul."""
     heads, kv_heads, d = dims
-    attn, mlp = layer.self_attn, layer.mlp
+    attn = layer.self_attn
     w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
     qk, v = F.linear(_rms(h, layer.input_layernorm.weight, eps), w, b).split(
         [(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = _rope(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
-    h = h + F.linear(_attend(q, k, v.view(-1, kv_heads, d), lay, heads != kv_heads), attn.o_proj.weight)
+    return q, k, v.view(-1, kv_heads, d)
+
+
+def _mlp(layer, h: torch.Tensor, eps: float) -> torch.Tensor:
+    mlp = layer.mlp
     gate, up = F.linear(_rms(h, layer.post_attention_layernorm.weight, eps),
                         torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
     return h + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
 
 
+def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
+    q, k, v = _qkv(layer, h, cos, sin, dims, eps)
+    h = h + F.linear(_attend(q, k, v, lay, dims[0] != dims[1]), layer.self_attn.o_proj.weight)
+    return _mlp(layer, h, eps)
+
+
+def _last_layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
+    """The last layer's outputs [M, hidden] at lay.out_rows only: keys and values of every
+    row, queries per logit slot, then output projection and MLP once per distinct row."""
+    q, k, v = _qkv(layer, h, cos, sin, dims, eps)
+    o = F.scaled_dot_product_attention(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
+                                       _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask,
+                                       enable_gqa=dims[0] != dims[1])
+    h = h[lay.out_rows] + F.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
+    return _mlp(layer, h, eps)
+
+
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) -> torch.Tensor | None:
-    """[N, T] logprobs of the tokens after each episode's prompt (0 on the prompt and on
-    padding), as `token_logprobs` over `collate(episodes)` gives; None when the model is not
-    covered or an episode has no prompt or nothing after it."""
-    if not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
+    """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
+    `token_logprobs` over `collate(episodes)` gives, 0 elsewhere (prompt, observations,
+    padding); None when the model is not covered, an episode has no prompt or nothing after
+    it, or nothing in the batch was sampled."""
+    if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
+            or not any(e.tokens_out for e in episodes)):
         return None
     check_temperature(temperature)
     cfg, inner = model.config, model.model
@@ -154,8 +194,10 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     cos, sin = inner.rotary_emb(h[None], lay.positions[None])
     half = sin.shape[-1] // 2
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
-    for layer in inner.layers:
+    *layers, last = inner.layers
+    for layer in layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    logits = F.linear(_rms(h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)
+    h = _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)
+    logits = F.linear(_rms(h, inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)[lay.slot_out]
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
                                  max(len(e.tokens) for e in episodes), temperature)
