@@ -140,3 +140,24 @@ def test_a_trainer_step_is_the_same_with_either_forward(model):
         assert results[0][0] == pytest.approx(other[0], abs=1e-6)
         for a, b in zip(results[0][1], other[1]):
             assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_rl_steps_score_without_dropout_sft_steps_with_it():
+    """A model with attention dropout: an RL step's logprobs are the eval-mode ones the
+    engine sampled with (mismatch 0 at step 0 on every forward), while SFT trains with it."""
+    m = _model(attention_dropout=0.5)
+    episodes = _groups(2, 2, False)
+    b = collate(episodes, 0)
+    with torch.no_grad():
+        sampler = token_logprobs(m.eval(), b.input_ids, b.attention_mask)
+    for e, row in zip(episodes, sampler):
+        e.logprobs = [float(x) * k for x, k in zip(row, e.loss_mask)]
+    trainer = PolicyTrainer(m, 0, OptimConfig(lr=1e-9))
+    m.train()
+    stats = trainer.rl_step(episodes, RLConfig(packed=False, share_prefix=False))
+    assert stats["mismatch_max_abs"] <= 1e-5 and not m.training
+    modes = []
+    hook = m.model.layers[0].register_forward_pre_hook(lambda mod, args: modes.append(mod.training))
+    trainer.sft_step(episodes)
+    hook.remove()
+    assert modes == [True] and not m.training

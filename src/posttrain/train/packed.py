@@ -72,6 +72,16 @@ def _padded_rows(lengths: list[int], start: int) -> tuple[torch.Tensor, torch.Te
     return rows, real
 
 
+def _output_rows(logit_rows: torch.Tensor, valid: torch.Tensor):
+    """(out_rows, out_slot, slot_out) of Layout: the distinct rows of the valid slots, a slot
+    holding each, and for every slot its row's index (0 for slots that are not valid)."""
+    filled = valid.reshape(-1).nonzero().squeeze(1)
+    out_rows, which = logit_rows.reshape(-1)[filled].unique(return_inverse=True)
+    out_slot = torch.zeros_like(out_rows).scatter_reduce(0, which, filled, "amin", include_self=False)
+    slot_out = torch.zeros(valid.numel(), dtype=torch.long).index_put_((filled,), which)
+    return out_rows, out_slot, slot_out.view(valid.shape)
+
+
 def layout(episodes: list[Episode]) -> Layout:
     prompts, which = distinct_prompts(episodes)
     tails = [e.tokens[e.prompt_len:] for e in episodes]
@@ -96,10 +106,7 @@ def layout(episodes: list[Episode]) -> Layout:
     # continuation tokens before t.
     before = torch.ones(lt, lt, dtype=torch.bool).tril(-1)
     logit_mask = torch.cat([seen[:, None, :].expand(-1, lt, -1), before.expand(len(episodes), -1, -1)], dim=2)
-    filled = valid.reshape(-1).nonzero().squeeze(1)
-    out_rows, which_out = logit_rows.reshape(-1)[filled].unique(return_inverse=True)
-    out_slot = torch.zeros_like(out_rows).scatter_reduce(0, which_out, filled, "amin", include_self=False)
-    slot_out = torch.zeros(valid.numel(), dtype=torch.long).index_put_((filled,), which_out)
+    out_rows, out_slot, slot_out = _output_rows(logit_rows, valid)
     return Layout(
         ids=torch.tensor([t for p in prompts for t in p] + [t for s in tails for t in s]),
         positions=torch.cat([torch.arange(n) for n in p_lens] + [torch.arange(p_lens[w], p_lens[w] + n)
@@ -107,7 +114,7 @@ def layout(episodes: list[Episode]) -> Layout:
         prompt_rows=prompt_rows, key_rows=torch.cat([prompt_rows[idx], tail_rows], dim=1),
         key_mask=key_mask[:, None], back=back,
         logit_rows=logit_rows, logit_mask=logit_mask[:, None], out_rows=out_rows, out_slot=out_slot,
-        slot_out=slot_out.view(valid.shape), targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
+        slot_out=slot_out, targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
