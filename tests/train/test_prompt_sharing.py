@@ -52,7 +52,8 @@ def _groups(n_groups: int, group: int, multi_turn: bool, seed: int = 0) -> list[
 
 
 FORWARDS = {"hf-shared-prefix": lambda m, eps, t: shared_prefix_logprobs(m, eps, 0, t),
-            "packed": lambda m, eps, t: packed_logprobs(m, eps, t)}
+            "packed": lambda m, eps, t: packed_logprobs(m, eps, t),
+            "packed-untrimmed": lambda m, eps, t: packed_logprobs(m, eps, t, trim=False)}
 
 
 def _grads(model, loss) -> list[torch.Tensor]:

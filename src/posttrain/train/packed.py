@@ -184,11 +184,13 @@ def _last_layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps
     return _mlp(layer, h, eps)
 
 
-def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) -> torch.Tensor | None:
+def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
+                    trim: bool = True) -> torch.Tensor | None:
     """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
     `token_logprobs` over `collate(episodes)` gives, 0 elsewhere (prompt, observations,
     padding); None when the model is not covered, an episode has no prompt or nothing after
-    it, or nothing in the batch was sampled."""
+    it, or nothing in the batch was sampled. trim=False runs the last layer on every row and
+    takes logits at every continuation slot (the same numbers up to float rounding)."""
     if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
             or not any(e.tokens_out for e in episodes)):
         return None
@@ -202,9 +204,13 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0) ->
     half = sin.shape[-1] // 2
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     *layers, last = inner.layers
-    for layer in layers:
+    for layer in layers if trim else inner.layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    h = _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    logits = F.linear(_rms(h, inner.norm.weight, cfg.rms_norm_eps), model.lm_head.weight)[lay.slot_out]
+    if trim:
+        h = _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)
+    logits = F.linear(_rms(h if trim else h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps),
+                      model.lm_head.weight)
+    if trim:
+        logits = logits[lay.slot_out]
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
                                  max(len(e.tokens) for e in episodes), temperature)

@@ -59,6 +59,8 @@ class RLConfig(BaseModel):
     # models it does not cover, share_prefix runs each shared prompt once through the HF modules.
     packed: bool = True
     share_prefix: bool = True
+    # Packed forward: the last layer's queries, o_proj and MLP only on rows that make logits.
+    trim_last_layer: bool = True
 
     @field_validator("loss")
     @classmethod
@@ -145,7 +147,7 @@ class PolicyTrainer:
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         lp = None
         if cfg.packed:
-            lp = packed_logprobs(model, episodes, cfg.temperature)
+            lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer)
         if lp is None and cfg.share_prefix:
             lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
         return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
