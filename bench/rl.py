@@ -27,9 +27,11 @@ from pathlib import Path
 import torch
 
 from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import save_policy
-from posttrain.recipes.rl import build_env, evaluate, run_rl
+from posttrain.engine.tiny import load_policy, save_policy
+from posttrain.evals.stats import paired_compare
+from posttrain.recipes.rl import build_env, evaluate, run_rl, single_turn_scores
 from posttrain.recipes.rl_config import load_rl_config
+from posttrain.train.checkpoint import latest_checkpoint
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics
@@ -99,11 +101,11 @@ def async_vs_sync(size: dict, out: Path) -> dict:
             "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "async": f"max_staleness 2, {size['workers']} workers"}}
 
 
-def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float, held_out) -> dict:
+def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float,
+            held_out) -> tuple[dict, object]:
+    """(TRL GRPOTrainer's rate and rewards, its final model)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer, __version__
-
-    from posttrain.engine.tiny import load_policy
 
     model, tok = load_policy(init)
     data = Dataset.from_list([{"prompt": p.text, "target": p.target} for p in prompts])
@@ -129,14 +131,25 @@ def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float,
     return {"trl_version": __version__, "trajectories": n, "train_wall_s": round(wall, 2),
             "trajectories_per_s": round(n / wall, 3),
             "reward_last_quarter": round(sum(tail) / len(tail), 4), "reward_first": rewards[0],
-            "eval_after": held_out(trainer.model.eval())}
+            "eval_after": held_out(trainer.model.eval())}, trainer.model
 
 
 def held_out_eval(cfg, out: Path):
-    """model -> the held-out reward (mean and task-clustered CI) that `posttrain rl` reports
-    after a run: the same prompts, samples per prompt, engine and seed."""
+    """(model -> the held-out reward (mean and task-clustered CI) that `posttrain rl` reports
+    after a run, model -> each held-out prompt's rewards): the same prompts, samples per
+    prompt, engine and seed."""
     _, held, _, tok = build_env(cfg, out, None)
-    return lambda model: evaluate(held, LocalEngine(model, tok), cfg, cfg.seed + 424_242)
+    return (lambda model: evaluate(held, LocalEngine(model, tok), cfg, cfg.seed + 424_242),
+            lambda model: single_turn_scores(held, LocalEngine(model, tok), cfg.seed + 424_242))
+
+
+def paired_held_out(scores_of, ours_run_dir: Path, trl_model) -> dict:
+    """Ours minus TRL on the same held-out prompts (paired by prompt, t-interval)."""
+    ours = load_policy(latest_checkpoint(ours_run_dir) / "model")[0].eval()
+    d = paired_compare(scores_of(ours), scores_of(trl_model.eval()))
+    return {"ours": round(d.mean_a, 4), "trl": round(d.mean_b, 4), "diff": round(d.diff, 4),
+            "ci_low": round(d.ci_low, 4), "ci_high": round(d.ci_high, 4), "p": round(d.p_value, 3),
+            "n_tasks": d.n_tasks}
 
 
 def _median_rate(runs: list[dict]) -> float:
@@ -158,23 +171,26 @@ def vs_trl(size: dict, out: Path) -> dict:
     async_cfg = base + ["rollout.max_staleness=1", "rollout.workers=1", "rollout.overprovision=0",
                         f"rollout.groups_per_wave={size['trl_groups']}", "rollout.engine_process=true"]
     ours_sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "ours-sync")
-    held_out = held_out_eval(load_rl_config(None, base), out / "trl-eval")
-    ours, trl = [], {1: [], 2: []}
+    held_out, scores_of = held_out_eval(load_rl_config(None, base), out / "trl-eval")
+    ours, trl, paired = [], {1: [], 2: []}, None
     for r in range(size["repeat"]):  # interleaved, so that both sides see the same machine
         ours.append(run_mode(async_cfg, f"ours-async-{r}"))
         for threads in (1, 2):  # TRL is one process: give it both cores too, keep the faster
             torch.set_num_threads(threads)
             try:
-                trl[threads].append(trl_run(init, copy_prompts(64, 0), size, out, lr, held_out))
+                result, trl_model = trl_run(init, copy_prompts(64, 0), size, out, lr, held_out)
+                trl[threads].append(result)
             except Exception as e:  # reported, not hidden: the JSON says why there is no ratio
                 return {"ratio": None, "error": f"TRL did not run: {type(e).__name__}: {e}",
                         "ours_sync": ours_sync, "ours_async": ours}
             finally:
                 torch.set_num_threads(1)
+            paired = paired or paired_held_out(scores_of, out / "ours-async-0", trl_model)
     trl_best = max(_median_rate(runs) for runs in trl.values())
     return {"ratio": round(_median_rate(ours) / trl_best, 2),
             "ratio_sync": round(ours_sync["trajectories_per_s"] / trl_best, 2),
             "ours_async_traj_per_s": _median_rate(ours), "trl_traj_per_s": trl_best,
+            "held_out_ours_minus_trl": paired,
             "ours_async": ours, "ours_sync": ours_sync, "trl_1_thread": trl[1], "trl_2_threads": trl[2],
             "settings": {"group": size["group"], "groups_per_step": size["trl_groups"],
                          "max_tokens": size["trl_tokens"], "steps": size["trl_steps"], "lr": lr,

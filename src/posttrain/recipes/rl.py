@@ -158,14 +158,19 @@ def evaluate(env, engine, cfg: RLRunConfig, seed: int) -> dict:
         params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
         summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent)
         return summary
+    ci = asdict(clustered_mean_ci(single_turn_scores(env, engine, seed)))
+    return {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+            "n_tasks": ci["n_tasks"], "k": env.group_size}
+
+
+def single_turn_scores(env: SingleTurnEnv, engine, seed: int) -> dict[str, list[float]]:
+    """Each held-out prompt's rewards over its samples (what `evaluate` summarises)."""
     jobs = [GroupJob(i, i, tid, seed + i) for i, tid in enumerate(env.task_ids)]
     scores: dict[str, list[float]] = defaultdict(list)
     for group in env.run(jobs, engine):
         for e in group:
             scores[e.task_id].append(e.reward)
-    ci = asdict(clustered_mean_ci(dict(scores)))
-    return {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-            "n_tasks": ci["n_tasks"], "k": env.group_size}
+    return dict(scores)
 
 
 def _truncate_lines(path: Path, n: int) -> None:
