@@ -31,10 +31,10 @@ from posttrain.engine.tiny import load_policy, save_policy
 from posttrain.evals.stats import paired_compare
 from posttrain.recipes.rl import build_env, evaluate, run_rl, single_turn_scores
 from posttrain.recipes.rl_config import load_rl_config
-from posttrain.train.checkpoint import latest_checkpoint
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics
+from posttrain.train.checkpoint import latest_checkpoint
 
 SIZES = {
     "quick": dict(n_tasks=18, n_eval=12, steps=6, groups=2, group=4, max_turns=3, sft=150, workers=6,
