@@ -184,6 +184,10 @@ def _last_layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps
     return _mlp(layer, h, eps)
 
 
+def _logits(model, h: torch.Tensor) -> torch.Tensor:
+    return F.linear(_rms(h, model.model.norm.weight, model.config.rms_norm_eps), model.lm_head.weight)
+
+
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
                     trim: bool = True) -> torch.Tensor | None:
     """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
@@ -204,13 +208,11 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     half = sin.shape[-1] // 2
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     *layers, last = inner.layers
-    for layer in layers if trim else inner.layers:
+    for layer in layers:
         h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    if trim:
-        h = _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)
-    logits = F.linear(_rms(h if trim else h[lay.logit_rows], inner.norm.weight, cfg.rms_norm_eps),
-                      model.lm_head.weight)
-    if trim:
-        logits = logits[lay.slot_out]
+    if trim:  # the last layer and the logits only on the distinct rows that make logits
+        logits = _logits(model, _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps))[lay.slot_out]
+    else:
+        logits = _logits(model, _layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)[lay.logit_rows])
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
                                  max(len(e.tokens) for e in episodes), temperature)
