@@ -223,10 +223,12 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
             assert len(os.sched_getaffinity(child)) == 1
             assert os.sched_getaffinity(me) == before - os.sched_getaffinity(child)
             assert torch.get_num_threads() == len(before) - 1
+            assert engine.cores == os.sched_getaffinity(child)
         assert os.sched_getaffinity(me) == before and torch.get_num_threads() == len(before)
         sandbox_tasks = load_rl_config(None, ["rollout.engine_process=true"])  # not pinned by default
         with rollout_engine(sandbox_tasks, model, tokenizer) as engine:
             assert os.sched_getaffinity(engine.engine.pid) == before == os.sched_getaffinity(me)
+            assert engine.cores is None
     finally:
         torch.set_num_threads(threads)
 
@@ -279,3 +281,53 @@ def test_a_rollout_that_fails_in_the_engine_process_is_an_error_there_and_it_goe
         with pytest.raises(EngineProcessError, match="IndexError"):
             remote.run([GroupJob(0, 999, "nope", 0)], engine)
         assert len(remote.run([GroupJob(1, 0, env.task_ids[0], 0)], engine)[0]) == env.group_size
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs sched_setaffinity and two cores")
+def test_rollout_threads_that_wait_on_the_engine_process_run_on_its_core(make_parts):
+    """A worker over InEngineProcess mostly waits for the child and then unpickles episodes
+    while the child idles: it runs on the child's core, the training thread keeps its own."""
+    import threading
+
+    from posttrain.engine.affinity import split_cores
+    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.rollout.envs import InEngineProcess
+    from posttrain.rollout.weights import LockedEngine
+
+    class Recording(InEngineProcess):
+        def run(self, jobs, engine):
+            seen.add(frozenset(os.sched_getaffinity(0)))  # 0: the calling thread
+            return super().run(jobs, engine)
+
+    env, model, _ = make_parts()
+    seen: set = set()
+    with ProcessEngine(model, env.tokenizer) as child, split_cores(child.pid) as cores:
+        engine = LockedEngine(child)
+        engine.cores = cores
+        trainer_cores = os.sched_getaffinity(threading.get_native_id())
+        rc = RolloutConfig(steps=2, groups_per_step=2, group_size=env.group_size, max_staleness=1)
+        pipe = Pipeline(Recording(env, engine), engine, PolicyTrainer(copy.deepcopy(model), 0, OptimConfig()),
+                        TaskSampler(env.task_ids, 0), rc, RLConfig())
+        pipe.run()
+        assert seen == {frozenset(cores)} and os.sched_getaffinity(threading.get_native_id()) == trainer_cores
+
+
+def test_publishing_follows_a_replaced_parameter(make_parts):
+    """publish reuses the model's state dict while its parameters are updated in place, and
+    builds it again when one is replaced."""
+    import torch
+
+    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.rollout.weights import LockedEngine
+
+    _, model, _ = make_parts()
+    with ProcessEngine(model, None) as child:
+        engine = LockedEngine(child)
+        with torch.no_grad():
+            model.lm_head.weight.add_(1.0)
+        engine.publish(model, 1)
+        assert torch.equal(child._shared.tensors["lm_head.weight"], model.lm_head.weight)
+        model.lm_head.weight = torch.nn.Parameter(torch.zeros_like(model.lm_head.weight))
+        engine.publish(model, 2)
+        assert child.policy_version == 2 and child._shared.tensors["lm_head.weight"].abs().sum() == 0

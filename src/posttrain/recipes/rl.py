@@ -208,13 +208,15 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
         return
     # One thread: the engine's batches are small, so generation is latency-bound.
     with ProcessEngine(model, tok, threads=1) as engine, contextlib.ExitStack() as pinned:
+        locked = LockedEngine(engine)
         pin = cfg.rollout.pin_cores if cfg.rollout.pin_cores is not None else cfg.tasks.kind == "copy"
-        if pin and pinned.enter_context(split_cores(engine.pid)):
+        if pin and (cores := pinned.enter_context(split_cores(engine.pid))):
+            locked.cores = cores
             # No more intra-op threads than the trainer now has cores (two on one core stall).
             threads = torch.get_num_threads()
             torch.set_num_threads(min(threads, len(os.sched_getaffinity(0))))
             pinned.callback(torch.set_num_threads, threads)
-        yield LockedEngine(engine)
+        yield locked
 
 
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:

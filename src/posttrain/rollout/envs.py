@@ -137,6 +137,10 @@ class InEngineProcess:
     episodes are CPU work besides generation (SingleTurnEnv); episodes that wait on sandboxes
     would queue behind each other in the one child."""
 
+    # A rollout thread over this env mostly waits for the child, then unpickles its episodes
+    # while the child idles: it belongs on the child's core (Pipeline pins it there).
+    waits_on_engine = True
+
     def __init__(self, env, engine):
         self.env = env
         self._handle = engine.engine.bind(env.run)

@@ -18,6 +18,7 @@ rollouts, per-token versions).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -88,8 +89,15 @@ class Pipeline:
                                  rewards=[round(e.reward, 6) for e in episodes])
             self.cond.notify_all()
 
+    def _pin_worker(self) -> None:
+        """A worker that only waits on an engine process runs on that process's cores, off the
+        trainer's."""
+        if getattr(self.env, "waits_on_engine", False) and self.engine.cores:
+            os.sched_setaffinity(threading.get_native_id(), self.engine.cores)
+
     def _rollout_worker(self) -> None:
         try:
+            self._pin_worker()
             while True:
                 with self.cond:
                     while not self.stop and self._room() <= 0:

@@ -19,6 +19,9 @@ class LockedEngine(Engine):
         self.engine = engine
         self._lock = threading.Lock()
         self.generate_s = 0.0  # time spent inside generate (the sampler's busy time)
+        self.cores: set[int] | None = None  # the cores a pinned engine process computes on
+        self._state: dict = {}
+        self._state_key: tuple | None = None
 
     @property
     def policy_version(self) -> int:
@@ -40,11 +43,19 @@ class LockedEngine(Engine):
             self.generate_s += seconds
             return result
 
+    def _state_of(self, model) -> dict:
+        """model.state_dict(), built again only when a parameter was replaced: its tensors share
+        storage with the parameters, which optimizers update in place."""
+        ptrs = [p.data_ptr() for p in model.parameters()]
+        if self._state_key != (id(model), ptrs):
+            self._state, self._state_key = model.state_dict(), (id(model), ptrs)
+        return self._state
+
     def publish(self, model, version: int) -> None:
         """Copy the trainer's weights into the engine (unless they share the model). An engine
         in another process takes them without waiting for the generate call in flight."""
         if getattr(self.engine, "updates_while_generating", False):
-            self.engine.update_weights(model.state_dict(), version)
+            self.engine.update_weights(self._state_of(model), version)
             return
         with self._lock:
             if getattr(self.engine, "model", None) is model:
@@ -53,4 +64,4 @@ class LockedEngine(Engine):
                 if flush:
                     flush()
             else:
-                self.engine.update_weights(model.state_dict(), version)
+                self.engine.update_weights(self._state_of(model), version)
