@@ -21,6 +21,21 @@ def test_allocate_free_round_trip():
     assert bm.num_free == 8 and s.block_table == []
 
 
+def test_freed_blocks_are_reused_first_and_untouched_ones_last():
+    """Most recently freed first: a run keeps reusing a few warm blocks instead of walking
+    the whole (cold, possibly never touched) pool."""
+    bm = BlockManager(num_blocks=64, block_size=4, enable_prefix_caching=False)
+    a = seq(range(6))
+    bm.allocate(a)
+    held = list(a.block_table)
+    bm.free(a)
+    for _ in range(3):
+        b = seq(range(7))
+        bm.allocate(b)
+        assert sorted(b.block_table) == sorted(held)
+        bm.free(b)
+
+
 def test_cannot_allocate_beyond_capacity():
     bm = BlockManager(num_blocks=2, block_size=4)
     assert not bm.can_allocate(seq(range(9)))

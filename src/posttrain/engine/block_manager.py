@@ -72,14 +72,16 @@ class BlockManager:
         self.hit_tokens += seq.num_computed
 
     def free(self, seq: Sequence) -> None:
-        """Drop seq's references; hashed blocks stay reusable (LRU), tail blocks evicted first."""
+        """Drop seq's references; hashed blocks stay reusable (LRU), tail blocks evicted first.
+        Unhashed blocks go to the front of the free list: the next allocation takes blocks
+        whose memory is still in cache, not the pool's cold (or never touched) ones."""
         for bid in reversed(seq.block_table):
             self.ref_count[bid] -= 1
             if self.ref_count[bid] == 0:
                 if self.block_hash[bid] is not None:
                     self.evictable[bid] = None
                 else:
-                    self.free_ids.append(bid)
+                    self.free_ids.appendleft(bid)
         seq.block_table = []
         seq.block_hashes = []
 
@@ -133,7 +135,7 @@ class BlockManager:
     def flush(self) -> None:
         """Forget every cached prefix (after a weight update the cached KV is stale)."""
         for bid in self.evictable:
-            self.free_ids.append(bid)
+            self.free_ids.appendleft(bid)
         self.evictable.clear()
         self.hash_to_block.clear()
         self.block_hash = [None] * self.num_blocks
