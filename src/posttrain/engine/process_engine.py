@@ -219,7 +219,7 @@ def _serve(msg: tuple, engine: _NewestWeights, bound: list):
 
 
 def _child(fd: int) -> None:
-    """The child: build the model, then answer generate requests until told to close."""
+    """The child: build the model, then serve generate, bind and call requests until told to close."""
     from transformers import AutoModelForCausalLM
 
     from posttrain.engine.local import LocalEngine
