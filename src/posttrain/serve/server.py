@@ -181,7 +181,7 @@ class Server:
         p, (p_lps, p_tops) = job.prompts[which], job.scores[which]
         if job.req.return_token_ids:
             choice["prompt_token_ids"] = p
-        choice["text"] = job.detok.text(p) + text
+        choice["text"] = Detokenizer(self.tok, skip_special_tokens=False).text(p) + text  # the prompt as sent
         if job.req.logprobs is not None:
             all_tops = (p_tops + tops) if job.top else None
             choice["logprobs"] = render.completion_logprobs(job.detok, p + ids, p_lps + lps, all_tops)
