@@ -8,6 +8,8 @@ import sys
 import typer
 from rich.console import Console
 
+from typer.exceptions import TyperException
+
 from posttrain.errors import PosttrainError
 
 app = typer.Typer(
@@ -35,6 +37,18 @@ def _register_all() -> None:
         importlib.import_module(name).register(app)
 
 
+def _usage_error(e) -> int:
+    """One line for a usage error; the help text when no command was given."""
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        print(ctx.get_help())
+        return 2
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e.format_message()}{hint}",
+                                               highlight=False)
+    return getattr(e, "exit_code", 2)
+
+
 def main() -> None:
     """Entry point: user errors print as one red line and exit 2, never a traceback."""
     _register_all()
@@ -46,15 +60,10 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except Exception as e:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+    except TyperException as e:  # usage errors of typer's bundled click
+        sys.exit(_usage_error(e))
 
 
 if __name__ == "__main__":
