@@ -26,7 +26,7 @@ def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
     from posttrain.engine.local import LocalEngine
     from posttrain.engine.tiny import load_policy
     from posttrain.errors import ConfigError
-    from posttrain.evals.framing import framer_for
+    from posttrain.agent.framing import framer_for
     from posttrain.validate.job import Policy
 
     if not (Path(path) / "config.json").is_file():
