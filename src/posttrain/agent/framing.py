@@ -13,6 +13,7 @@ Token-in/token-out as in ChatFramer: each piece is tokenised alone and appended.
 from __future__ import annotations
 
 from posttrain.agent.chat import END, SYSTEM_PROMPT, ChatFramer
+from posttrain.engine.tiny import CHAT_TEMPLATE
 from posttrain.errors import PosttrainError
 
 _MARK = "\x00REPLY\x00"
@@ -66,12 +67,16 @@ class TemplateFramer:
 
 
 def _is_embedded(tokenizer) -> bool:
+    """The embedded tokenizer: its own template, or (older checkpoints) none but its tokens."""
+    template = getattr(tokenizer, "chat_template", None)
+    if template:
+        return template == CHAT_TEMPLATE
     vocab = tokenizer.get_vocab()
     return "<|end|>" in vocab and "<|tool|>" in vocab
 
 
 def framer_for(tokenizer):
-    """ChatFramer for the embedded tokenizer (it has <|end|> and <|tool|>), else the template's."""
+    """ChatFramer for the embedded tokenizer, else the checkpoint's own template's."""
     return ChatFramer(tokenizer) if _is_embedded(tokenizer) else TemplateFramer(tokenizer)
 
 
