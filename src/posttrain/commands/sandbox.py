@@ -74,5 +74,15 @@ def run(
     sys.exit(result.exit_code)       # click (standalone_mode=False) would swallow typer.Exit
 
 
+@sandbox_app.command("reap")
+def reap_sandboxes() -> None:
+    """Reclaim sandboxes whose owner died (killed runs): processes, cgroups, tmpfs, files."""
+    from posttrain.sandbox.reaper import reap
+
+    r = reap()
+    print(f"reclaimed {len(r.sandboxes)} sandboxes, killed {r.processes_killed} processes, "
+          f"removed {r.cgroups_removed} cgroups")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(sandbox_app, name="sandbox")
