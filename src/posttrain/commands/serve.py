@@ -7,17 +7,20 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from posttrain.commands.checks import port as port_check
+from posttrain.commands.checks import port_is_free
+
 
 def serve(
     model: str = typer.Option(..., "--model", help="HF checkpoint dir or a packaged model name."),
     host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
-    port: int = typer.Option(8000),
+    port: int = typer.Option(8000, callback=port_check),
     name: Optional[str] = typer.Option(None, help="Model id to report (default: dir name)."),
     spec: str = typer.Option("none", help="Speculative decoding: none | ngram | draft."),
     draft_model: Optional[str] = typer.Option(None, help="Draft checkpoint dir for --spec draft."),
     kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
-    max_num_seqs: int = typer.Option(256),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)."),
+    max_num_seqs: int = typer.Option(256, min=1),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics."""
     from pathlib import Path
@@ -32,6 +35,7 @@ def serve(
     from posttrain.errors import PosttrainError
     from posttrain.serve.app import create_app
 
+    port_is_free(host, port)
     if threads:
         torch.set_num_threads(threads)
     path = ensure_model(model) if model in PACKAGED else Path(model)

@@ -26,11 +26,13 @@ def generate(
     split: str = typer.Option("train", help="Prefix of the task ids (train, heldout, ...)."),
 ) -> None:
     """Write a generated suite as ordinary task directories."""
+    from posttrain.commands.checks import writable_dir
     from posttrain.errors import PosttrainError
     from posttrain.tasks.suites import terminal_basics
 
     if suite != terminal_basics.SUITE:
         raise PosttrainError(f"unknown suite {suite!r}; known: {terminal_basics.SUITE}")
+    writable_dir(out, "the output directory")
     tasks = terminal_basics.generate(out, n, seed=seed, split=split)
     Console().print(f"wrote {len(tasks)} tasks to {out}")
 
