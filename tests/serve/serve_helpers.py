@@ -6,11 +6,14 @@ action `<bash>ls -la</bash>`, "are you done" with `<submit/>`, and "weather in P
 Hermes-style tool call, so tests can check exactly what text and tool calls come back.
 """
 
+import importlib
 import json
+import os
 import socket
 import threading
 import time
 
+import pytest
 import torch
 import uvicorn
 
@@ -101,3 +104,10 @@ def tool_spec() -> list[dict]:
 
 def parse_args(call) -> dict:
     return json.loads(call["function"]["arguments"] if isinstance(call, dict) else call.function.arguments)
+
+
+def need(module: str):
+    """Import a test-extra client; skip without it on a developer machine, never in CI."""
+    if os.environ.get("CI") == "true":
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=f"{module} is a test extra: pip install -c constraints.txt -e '.[test]'")

@@ -150,3 +150,12 @@ def test_api_key_is_checked_when_set(agent_model, tok):
         assert ok.status_code == 200 and ok.json()["data"][0]["id"] == "tiny-agent"
     finally:
         served.close()
+
+
+def test_serve_off_loopback_needs_an_api_key():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "posttrain.cli", "serve", "--model", "m", "--host", "0.0.0.0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--api-key" in r.stderr and "Traceback" not in r.stderr, r.stderr

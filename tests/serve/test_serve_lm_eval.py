@@ -12,7 +12,7 @@ import httpx
 import pytest
 import torch
 
-from serve_helpers import free_port
+from serve_helpers import free_port, need
 
 TASKS = os.path.join(os.path.dirname(__file__), "lm_eval_tasks")
 
@@ -47,7 +47,7 @@ def lm_eval(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
     monkeypatch.chdir(TASKS)  # the task YAMLs name their data files relative to here
-    return pytest.importorskip("lm_eval", reason="lm-eval is a test extra: pip install -e '.[test]'")
+    return need("lm_eval")
 
 
 def _reference_loglikelihood(model, tok, context: str, continuation: str) -> float:
@@ -58,6 +58,7 @@ def _reference_loglikelihood(model, tok, context: str, continuation: str) -> flo
     return float(sum(logp[i - 1, ids[i]] for i in range(n_ctx, len(ids))))
 
 
+@pytest.mark.slow  # a `posttrain serve` subprocess and lm-eval's imports: ~45 s on a busy 2-core box
 def test_lm_eval_generation_and_loglikelihood_tasks(lm_eval, cli_server, model_dir, agent_model, tok):
     from lm_eval.tasks import TaskManager
 

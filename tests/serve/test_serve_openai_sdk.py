@@ -3,9 +3,9 @@ logprobs and errors, parsed by the SDK's own response types."""
 
 import pytest
 
-from serve_helpers import chat_text, parse_args, tool_spec
+from serve_helpers import chat_text, need, parse_args, tool_spec
 
-openai = pytest.importorskip("openai", reason="the openai SDK is a test extra: pip install -e '.[test]'")
+openai = need("openai")
 
 
 @pytest.fixture(scope="module")
