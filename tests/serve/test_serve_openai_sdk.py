@@ -22,6 +22,9 @@ def _user(text):
 def test_models_list(client):
     (card,) = client.models.list().data
     assert card.id == "tiny-agent" and card.object == "model"
+    assert client.models.retrieve("tiny-agent").id == "tiny-agent"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
 
 
 def test_completion(client):

@@ -74,10 +74,17 @@ def create_app(engine: PagedEngine, model_name: str, api_key: str | None = None)
     async def health():
         return {"status": "ok", "policy_version": engine.policy_version}
 
+    card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len}
+
     @app.get("/v1/models", dependencies=v1)
     async def models():
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len}
         return {"object": "list", "data": [card]}
+
+    @app.get("/v1/models/{name:path}", dependencies=v1)
+    async def one_model(name: str):
+        if name != model_name:
+            return server.error(404, f"The model `{name}` does not exist", code="model_not_found", param="model")
+        return card
 
     @app.get("/metrics")
     async def prometheus():
