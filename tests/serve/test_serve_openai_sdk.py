@@ -89,3 +89,13 @@ def test_errors_are_sdk_exceptions(client):
         client.chat.completions.create(model="gpt-4o", messages=_user("hi"))
     with pytest.raises(openai.BadRequestError, match="presence_penalty"):
         client.chat.completions.create(model="tiny-agent", messages=_user("hi"), presence_penalty=1.0)
+
+
+def test_streamed_tool_call(client):
+    stream = client.chat.completions.create(model="tiny-agent", messages=_user("weather in Paris"),
+                                            tools=tool_spec(), temperature=0, stream=True)
+    chunks = list(stream)
+    calls = [t for c in chunks for t in (c.choices[0].delta.tool_calls or [])]
+    assert [c.function.name for c in calls] == ["get_weather"] and parse_args(calls[0]) == {"city": "Paris"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == ""

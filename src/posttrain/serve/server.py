@@ -18,7 +18,7 @@ from posttrain.serve.loop import EngineLoop, Handle
 from posttrain.serve.metrics import Metrics
 from posttrain.serve.protocol import SamplingFields
 from posttrain.serve.text import Detokenizer, TextStream, cut_at_stop
-from posttrain.serve.tool_calls import parse_tool_calls
+from posttrain.serve.tool_calls import ToolCallStream, parse_tool_calls
 
 DISCONNECTED = object()  # put on a handle's queue when its client went away
 
@@ -128,7 +128,7 @@ class Server:
     async def stream(self, job: Job, handle: Handle):
         rid = render.new_id("cmpl" if job.kind == "completion" else "chatcmpl")
         obj = "text_completion" if job.kind == "completion" else "chat.completion.chunk"
-        streams: dict[int, TextStream] = {}
+        streams: dict = {}
         extra = {"usage": None} if job.req.include_usage else {}
         generated, done, finished = 0, 0, False
         try:
@@ -139,8 +139,11 @@ class Server:
                     finished = True
                     yield render.sse({"error": {"message": d.error, "type": "server_error", "param": None, "code": d.status}})
                     return
-                text = streams.setdefault(d.index, TextStream(job.detok, job.req.stops)).push(d.token_ids, d.finish_reason is not None)
+                text, calls = self._stream_text(job, streams, d)
                 choice = self.choice(job, d.index, d.token_ids, d.logprobs, d.top_logprobs, d.finish_reason, text, delta=True)
+                if calls:
+                    choice["delta"]["tool_calls"] = [{"index": k, **c} for k, c in enumerate(calls)]
+                    choice["finish_reason"] = "tool_calls"
                 yield render.sse(render.envelope(rid, obj, self.model_name, [choice], **extra))
                 generated += len(d.token_ids)
                 done += d.finish_reason is not None
@@ -152,6 +155,16 @@ class Server:
             if not finished:  # the client went away mid-stream: free its sequences
                 self.metrics.count("disconnects")
                 self.loop.abort(handle)
+
+    @staticmethod
+    def _stream_text(job: Job, streams: dict, d) -> tuple[str, list[dict]]:
+        """This delta's final text, and the tool calls it completes (chat with tools only)."""
+        final = d.finish_reason is not None
+        if job.kind == "chat" and job.req.active_tools:
+            s = streams.setdefault(d.index, ToolCallStream(job.detok, job.req.stops))
+            text, calls = s.push(d.token_ids, final)
+            return text, (calls if job.req.parallel_tool_calls else calls[:1])
+        return streams.setdefault(d.index, TextStream(job.detok, job.req.stops)).push(d.token_ids, final), []
 
     def choice(self, job: Job, index, ids, lps, tops, reason, text, delta=False) -> dict:
         """One choice (or stream chunk choice) in the OpenAI shape, plus token_ids if asked."""

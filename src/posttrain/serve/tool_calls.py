@@ -7,6 +7,9 @@ import json
 import re
 import uuid
 
+from posttrain.serve.text import Detokenizer, TextStream, cut_at_stop
+
+OPEN = "<tool_call>"
 TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
@@ -25,3 +28,22 @@ def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
         calls.append({"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function", "function": {"name": name, "arguments": arguments}})
     kept.append(text[last:])
     return "".join(kept).strip() if calls else text, calls
+
+
+class ToolCallStream:
+    """A streamed chat reply when tools are on: content streams up to the first `<tool_call>`;
+    the calls come whole with the last chunk (or, if malformed, the rest as plain text)."""
+
+    def __init__(self, detok: Detokenizer, stops: list[str]):
+        self.detok, self.stops = detok, stops
+        self.content = TextStream(detok, stops + [OPEN])
+        self.ids: list[int] = []
+
+    def push(self, ids: list[int], final: bool) -> tuple[str, list[dict]]:
+        self.ids.extend(ids)
+        delta = self.content.push(ids, final)
+        if not final:
+            return delta, []
+        full = cut_at_stop(self.detok.text(self.ids), self.stops)[0]
+        _, calls = parse_tool_calls(full)
+        return (delta, calls) if calls else (delta + full[len(self.content.sent) :], [])
