@@ -52,6 +52,7 @@ class Server:
         self.metrics = Metrics(engine, self.loop)
         self.tok = engine.tokenizer
         self.eos = getattr(self.tok, "eos_token_id", None) if self.tok is not None else None
+        self.detoks = {skip: Detokenizer(self.tok, skip) for skip in (None, True, False)}  # by skip_special_tokens
 
     def error(self, status: int, message: str, **kw) -> JSONResponse:
         self.metrics.count("errors")
@@ -86,7 +87,7 @@ class Server:
         params = req.sampling_params(self.eos, limit, top) if limit > 0 else None
         expanded = [p for p in prompts for _ in range(req.n)]
         self.engine.check_request(expanded, params or SamplingParams(max_tokens=1))
-        return Job(kind, req, prompts, params, Detokenizer(self.tok, req.skip_special_tokens), top)
+        return Job(kind, req, prompts, params, self.detoks[req.skip_special_tokens], top)
 
     async def collect(self, job: Job, handle: Handle, request):
         n = len(handle.prompts)
@@ -194,7 +195,7 @@ class Server:
         p, (p_lps, p_tops) = job.prompts[which], job.scores[which]
         if job.req.return_token_ids:
             choice["prompt_token_ids"] = p
-        choice["text"] = Detokenizer(self.tok, skip_special_tokens=False).text(p) + text  # the prompt as sent
+        choice["text"] = self.detoks[False].text(p) + text  # the prompt as sent
         if job.req.logprobs is not None:
             all_tops = (p_tops + tops) if job.top else None
             choice["logprobs"] = render.completion_logprobs(job.detok, p + ids, p_lps + lps, all_tops)
