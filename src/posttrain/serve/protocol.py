@@ -124,7 +124,7 @@ class ChatRequest(SamplingFields):
     def _chat_rules(self):
         if self.max_tokens == 0:
             raise ValueError("max_tokens must be >= 1")
-        if self.top_logprobs is not None and not self.logprobs:
+        if self.top_logprobs and not self.logprobs:
             raise ValueError("top_logprobs needs logprobs to be true")
         if self.tool_choice not in (None, "auto", "none"):
             raise ValueError("tool_choice must be 'auto' or 'none' (forcing a tool is not supported)")
