@@ -137,3 +137,25 @@ def test_resume_refuses_a_changed_config_and_lists_the_differences(tmp_path):
 def test_resume_with_overwrite_is_refused(tmp_path):
     r = _cli("rl", "--resume", "--overwrite", cwd=tmp_path)
     assert r.returncode == 2 and "--resume" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_hf_checkpoint_is_sft_warm_started_in_its_template_when_asked(tmp_path, harbor_tasks, chatml_checkpoint):
+    import shutil
+
+    from posttrain.engine.tiny import load_policy
+
+    root = shutil.copytree(harbor_tasks, tmp_path / "tasks")
+    for d in root.iterdir():
+        (d / "solution" / "steps.json").write_text('["printf \'Hello, world!\\\\n\' > /app/hello.txt"]\n')
+    sets = ["tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=1",
+            f"policy.init={json.dumps(str(chatml_checkpoint))}", "policy.sft_batch=2"]
+    before = load_policy(chatml_checkpoint)[0].state_dict()
+    _, _, untouched, _ = build_env(_cfg(tmp_path, *sets), tmp_path, None)
+    _, _, tuned, _ = build_env(_cfg(tmp_path, *sets, "policy.hf_sft_steps=2"), tmp_path, None)
+    name = "model.embed_tokens.weight"
+    assert untouched.state_dict()[name].equal(before[name])
+    assert not tuned.state_dict()[name].equal(before[name])
+    with pytest.raises(PosttrainError, match="hf_sft_steps"):
+        build_env(_cfg(tmp_path, "tasks.kind=dir", f"tasks.path={json.dumps(str(harbor_tasks))}",
+                       "tasks.n_eval=1", f"policy.init={json.dumps(str(chatml_checkpoint))}",
+                       "policy.hf_sft_steps=2"), tmp_path, None)       # tasks without steps.json

@@ -25,6 +25,7 @@ class PolicyConfig(_Section):
     sft_steps: int = Field(60, ge=0)       # warm start from oracle demonstrations (sandbox tasks)
     sft_batch: int = Field(16, ge=1)
     sft_lr: float = Field(3e-3, gt=0)
+    hf_sft_steps: int = Field(0, ge=0)     # HF init: SFT steps on oracle demos first (0 = none)
 
 
 class TasksConfig(_Section):

@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
+from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
@@ -66,27 +66,31 @@ def sandbox_splits(cfg: RLRunConfig, run_dir: Path, warn: Warn) -> tuple[list, l
     return dir_splits(t, warn)
 
 
-def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode]) -> None:
+def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int) -> None:
     from posttrain.train.trainer import OptimConfig, PolicyTrainer
 
     trainer = PolicyTrainer(model, pad_id, OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32))
     rng = random.Random(cfg.seed)
-    for _ in range(cfg.policy.sft_steps):
+    for _ in range(steps):
         trainer.sft_step(rng.sample(demos, min(cfg.policy.sft_batch, len(demos))))
 
 
 def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
-    """The checkpoint being resumed, the HF checkpoint of policy.init, or a tiny model with a
-    tokenizer trained on the corpus and warm-started on demonstrations."""
+    """The checkpoint being resumed, the HF checkpoint of policy.init (SFT'd on demonstrations
+    for policy.hf_sft_steps), or a tiny model with a tokenizer trained on the corpus and
+    warm-started on demonstrations for policy.sft_steps."""
     if resume_from is not None:
         return load_policy(resume_from / "model")
     if cfg.policy.init != "scratch":
-        return load_policy(cfg.policy.init)
+        model, tokenizer = load_policy(cfg.policy.init)
+        if cfg.policy.hf_sft_steps:
+            _sft(cfg, model, tokenizer.pad_token_id, corpus_and_demos()[1](tokenizer), cfg.policy.hf_sft_steps)
+        return model, tokenizer
     corpus, demos_of = corpus_and_demos()
     tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
     model = build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed)
     if cfg.policy.sft_steps:
-        _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer))
+        _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer), cfg.policy.sft_steps)
     return model, tokenizer
 
 
@@ -94,11 +98,15 @@ def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):
     """(corpus, demos_of) from the oracle turns of the training tasks that have them."""
     playable = [t for t in train if t.oracle_steps() is not None]
     if not playable:
+        lacking = (f"oracle demonstrations (solution/steps.json), which none of the {len(train)} "
+                   f"training tasks has (first: {train[0].id})")
+        if cfg.policy.init != "scratch":
+            raise PosttrainError(f"policy.hf_sft_steps warm-starts the model on {lacking}; set "
+                                 "policy.hf_sft_steps = 0 or add solution/steps.json to the tasks")
         raise PosttrainError(
-            'policy.init = "scratch" builds a tokenizer and warm-starts a tiny model from oracle '
-            f"demonstrations (solution/steps.json), which none of the {len(train)} training tasks "
-            f"has (first: {train[0].id}); set policy.init to an HF model directory (e.g. from "
-            "`posttrain models import`) or add solution/steps.json to the tasks")
+            f'policy.init = "scratch" builds a tokenizer and warm-starts a tiny model from {lacking};'
+            " set policy.init to an HF model directory (e.g. from `posttrain models import`) or add"
+            " solution/steps.json to the tasks")
     transcripts = play_oracles(playable, cfg.agent)
     solved = [x for x in transcripts if x.reward >= 1]
     if len(solved) < len(train):
@@ -109,11 +117,13 @@ def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):
     if not solved:
         raise PosttrainError("no demonstrations: the oracle solves none of the training tasks")
     corpus = [SYSTEM_PROMPT] + [s for x in solved for s in transcript_texts(x)]
-    return corpus, lambda tok: [demo_episode(x, ChatFramer(tok)) for x in solved]
+    return corpus, lambda tok: [demo_episode(x, framer_for(tok)) for x in solved]
 
 
 def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     g, t = cfg.rollout.group_size, cfg.tasks
+    if cfg.policy.init != "scratch" and cfg.policy.hf_sft_steps:
+        raise ConfigError("policy.hf_sft_steps needs sandbox tasks with solution/steps.json, not the copy task")
     if t.reward not in REWARDS:
         raise ConfigError(f"unknown reward {t.reward!r}; known: {sorted(REWARDS)}")
     texts = copy_prompts(t.n_train, cfg.seed), copy_prompts(t.n_eval, cfg.seed + 1)
