@@ -29,10 +29,11 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.process_engine import ProcessEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.errors import PosttrainError, TaskError
+from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir
+from posttrain.recipes.domains import make_scheduler, sandbox_tasks
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
@@ -41,9 +42,7 @@ from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
 from posttrain.rollout.single_turn import REWARDS, copy_prompts
 from posttrain.rollout.weights import LockedEngine
-from posttrain.schedule.sampler import GroupJob, TaskSampler
-from posttrain.tasks.suites import terminal_basics
-from posttrain.tasks.task import read_task
+from posttrain.schedule.sampler import GroupJob
 from posttrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -61,27 +60,6 @@ def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
             raise PosttrainError(f"{run_dir}: no checkpoint to resume from")
         return run_dir
     return fresh_run_dir(cfg, run_dir, overwrite, "--overwrite, --resume or another name")
-
-
-def _sandbox_tasks(cfg: RLRunConfig, run_dir: Path):
-    t = cfg.tasks
-    if t.kind == "terminal-basics":
-        train = terminal_basics.generate(run_dir / "tasks" / "train", t.n_train, cfg.seed, "train")
-        held = terminal_basics.generate(run_dir / "tasks" / "heldout", t.n_eval, cfg.seed + 1, "heldout")
-        return train, held
-    root = Path(t.path or "")
-    if not root.is_dir():
-        raise PosttrainError(f"tasks.path {root} is not a directory")
-    tasks, bad = [], []
-    for p in sorted(x for x in root.iterdir() if x.is_dir()):
-        try:
-            tasks.append(read_task(p))
-        except TaskError as e:
-            bad.append(str(e))
-    if not tasks:
-        raise PosttrainError(f"no valid tasks in {root}" + (f": {bad[0]}" if bad else ""))
-    n_eval = min(t.n_eval, len(tasks) - 1)
-    return tasks[:len(tasks) - n_eval], tasks[len(tasks) - n_eval:]
 
 
 def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode]) -> None:
@@ -136,7 +114,7 @@ def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None):
                   max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
                   stop_token_ids=[tok.convert_tokens_to_ids("<|end|>")], chunk_tokens=t.chunk_tokens)
         return SingleTurnEnv(train, group_size=g, **kw), SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok
-    train, held = _sandbox_tasks(cfg, run_dir)
+    train, held = sandbox_tasks(cfg, run_dir)
 
     def corpus_and_demos():
         transcripts = [x for x in play_oracles(train, cfg.agent) if x.reward >= 1]
@@ -192,7 +170,7 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     env, _, model, tok = build_env(cfg, run_dir / "replay", None)
     engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))  # replay never generates
     trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
-    pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout, cfg.algo)
+    pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout, cfg.algo)
     log = MetricsLog(run_dir / "replay")
     replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))
     log.close()
@@ -241,7 +219,7 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
-        pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout,
+        pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout,
                             cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:

@@ -13,6 +13,7 @@ class DomainConfig(BaseModel):
     share: float = Field(1.0, ge=0)               # of every training batch (normalised)
     priority: int = 0                             # higher issues first when slots are contested
     n_train: int = Field(48, ge=1)                # tasks a built-in suite generates
+    options: dict = {}                            # keyword arguments of the suite's generate()
     manifest: str | None = None                   # validation manifest of the source's tasks
     include: list[str] = ["ok"]                   # manifest statuses trained on
     sandbox_slots: int | None = Field(None, ge=1)     # episodes of this domain running at once
