@@ -68,7 +68,7 @@ def test_shares_that_do_not_sum_to_one_are_normalised_with_a_warning(tmp_path, c
     train, _ = sandbox_tasks(cfg, tmp_path / "run")
     with caplog.at_level(logging.WARNING):
         sched = make_scheduler(cfg, [t.id for t in train])
-    assert "normalised" in caplog.text and sched.issue.shares == {"files": 0.75, "text": 0.25}
+    assert "normalised" in caplog.text and sched.batch.shares == {"files": 0.75, "text": 0.25}
     cfg.domains[0].share = cfg.domains[1].share = 0.0
     with pytest.raises(ConfigError, match="every share is 0"):
         make_scheduler(cfg, [t.id for t in train])

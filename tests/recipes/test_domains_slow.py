@@ -18,7 +18,7 @@ def test_two_domain_run_holds_its_shares_across_a_sigkill(tmp_path):
     args = [sys.executable, "-m", "posttrain.cli", "rl", "examples/rl_domains.toml",
             "--set", f'runs_dir="{tmp_path}"', "--set", "threads=1", "--set", "rollout.steps=4",
             "--set", "rollout.checkpoint_every=1", "--set", "tasks.n_eval=0",
-            "--set", "policy.sft_steps=30"]
+            "--set", "policy.sft_steps=30", "--set", "rollout.filter_zero_variance=false"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     run = tmp_path / "rl-domains"
     deadline = time.time() + 900

@@ -37,15 +37,6 @@ def test_a_short_batch_is_repaid_later():
     assert carry.plan(4) == {"a": 0, "b": 4}
 
 
-def test_round_robin_issue_follows_shares_and_credits():
-    carry = ShareCarry({"a": 0.75, "b": 0.25})
-    order = [carry.next_domain() for _ in range(8)]
-    assert order.count("a") == 6 and order.count("b") == 2
-    carry.credit("b")                            # b's group was filtered: b is owed one more
-    assert carry.next_domain() == "b"
-    assert carry.next_domain({"a"}) == "a" and carry.next_domain(set()) is None
-
-
 def test_bad_shares(caplog):
     with caplog.at_level(logging.WARNING):
         assert normalise({"a": 2.0, "b": 2.0}) == {"a": 0.5, "b": 0.5}

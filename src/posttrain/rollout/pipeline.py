@@ -224,7 +224,9 @@ class Pipeline:
             return stats | {"skipped": 1.0, "groups": 0.0}
         stats |= self.trainer.rl_step(episodes, self.algo)
         # The weights land first: a worker that the new version lets in samples from them.
+        t_publish = time.perf_counter()
         self.engine.publish(self.trainer.model, self.version + 1)
+        stats["publish_s"] = time.perf_counter() - t_publish
         with self.cond:
             self.version += 1
             self.events.emit("publish", version=self.version)

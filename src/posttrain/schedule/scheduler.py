@@ -73,7 +73,9 @@ class Scheduler:
         self.task_ids = [t for d in domains for t in d.task_ids]  # global task_index order
         self.pickers = {d.name: self._picker(d) for d in domains}
         shares = {d.name: d.share for d in domains}
-        self.issue, self.batch = ShareCarry(shares), ShareCarry(shares)
+        self.batch = ShareCarry(shares)
+        self.priority = {d.name: d.priority for d in domains}
+        self.outstanding: Counter = Counter()  # issued, not yet trained or returned
         self.next_uid = 0
         self.requeued: list[GroupJob] = []
         self.consumed: list[str] = []
@@ -114,7 +116,7 @@ class Scheduler:
         if self.requeued:
             job = self.requeued.pop(0)
         else:
-            name = self.issue.next_domain(self._eligible())
+            name = self._neediest(self._eligible())
             if name is None:
                 return None
             uid = self.next_uid
@@ -125,12 +127,25 @@ class Scheduler:
             index = self.offset[name] + local
             job = GroupJob(uid, index, self.task_ids[index], (self.seed * 1_000_003 + uid) % 2**31, name)
         self.in_flight[job.domain] += 1
+        self.outstanding[job.domain] += 1
         return job
+
+    def _neediest(self, eligible: set[str]) -> str | None:
+        """The domain furthest below its share of the groups outstanding (issued, not yet
+        trained or returned), counting what short batches still owe it; by priority on a tie.
+        A domain whose groups get filtered or go stale is thereby issued more often."""
+        if not eligible:
+            return None
+        total = sum(self.outstanding.values()) + 1
+        shares, carry = self.batch.shares, self.batch.carry
+        need = {d: shares[d] * total + carry[d] - self.outstanding[d] for d in eligible}
+        return max(eligible, key=lambda d: (round(need[d], 9), self.priority[d], d))
 
     def requeue(self, jobs: list[GroupJob]) -> None:
         """Jobs handed out but not finished go back, to be handed out first (same uid, seed)."""
         for j in jobs:
             self.in_flight[j.domain] -= 1
+            self.outstanding[j.domain] -= 1
         self.requeued = sorted(set(self.requeued) | set(jobs), key=lambda j: j.uid)
 
     def retry(self, job: GroupJob) -> None:
@@ -154,8 +169,8 @@ class Scheduler:
         return reason
 
     def returned(self, job: GroupJob) -> None:
-        """The group was not trained on (filtered, stale): its domain is owed another."""
-        self.issue.credit(job.domain)
+        """The group will not be trained on (filtered, stale): its domain needs another."""
+        self.outstanding[job.domain] -= 1
 
     def batch_plan(self, n: int) -> dict[str, int]:
         """Groups per domain the next batch of n should hold."""
@@ -163,7 +178,9 @@ class Scheduler:
 
     def settle(self, n: int, taken: list[GroupJob]) -> None:
         """The batch was taken: carry what each domain was owed and did not get."""
-        self.batch.commit(n, Counter(j.domain for j in taken))
+        taken_by = Counter(j.domain for j in taken)
+        self.batch.commit(n, taken_by)
+        self.outstanding.subtract(taken_by)
 
     def metrics(self) -> dict[str, float]:
         out = {"quarantined_total": float(len(self.quarantined))}
@@ -187,14 +204,18 @@ class Scheduler:
         pick = {n: (p.state_dict() if isinstance(p, Curriculum) else {"count": p.count})
                 for n, p in self.pickers.items()}
         return {"seed": self.seed, "next_uid": self.next_uid, "consumed": list(self.consumed),
-                "requeued": [asdict(j) for j in self.requeued], "issue": self.issue.state_dict(),
+                "requeued": [asdict(j) for j in self.requeued], "outstanding": dict(self.outstanding),
+                "requeued_uids": [j.uid for j in self.requeued],
                 "batch": self.batch.state_dict(), "pickers": pick, "quarantined": dict(self.quarantined)}
 
     def load_state_dict(self, state: dict) -> None:
         self.seed, self.next_uid = state["seed"], state["next_uid"]
         self.consumed = list(state["consumed"])
         self.requeued = [GroupJob(**j) for j in state["requeued"]]
-        self.issue.load_state_dict(state["issue"])
+        # Jobs the caller re-queued (its in-flight ones) were outstanding; next() counts them again.
+        own = set(state["requeued_uids"])
+        self.outstanding = Counter(state["outstanding"])
+        self.outstanding.subtract(Counter(j.domain for j in self.requeued if j.uid not in own))
         self.batch.load_state_dict(state["batch"])
         for name, s in state["pickers"].items():
             p = self.pickers[name]

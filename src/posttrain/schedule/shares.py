@@ -58,27 +58,6 @@ class ShareCarry:
         self.shares = normalise(shares)
         self.carry = {d: 0.0 for d in self.shares}
 
-    def split(self, n: int) -> dict[str, int]:
-        counts, self.carry = allocate(self.shares, n, self.carry)
-        return counts
-
-    def next_domain(self, eligible: set[str] | None = None) -> str | None:
-        """One slot for the most owed domain among `eligible` (all by default): a smooth
-        weighted round robin. None if no domain is eligible."""
-        owed = {d: self.carry[d] + s for d, s in self.shares.items()}
-        pool = [d for d in owed if eligible is None or d in eligible]
-        if not pool:
-            return None
-        pick = max(pool, key=lambda d: (owed[d], d))
-        owed[pick] -= 1.0
-        self.carry = owed
-        return pick
-
-    def credit(self, domain: str, n: int = 1) -> None:
-        """A slot given to `domain` did not count (its group was filtered or went stale):
-        it is owed again."""
-        self.carry[domain] += n
-
     def plan(self, n: int) -> dict[str, int]:
         """What the next batch of n should hold (does not change the carry)."""
         return allocate(self.shares, n, self.carry)[0]

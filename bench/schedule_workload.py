@@ -1,0 +1,116 @@
+"""Workloads for bench/schedule.py: a real pipeline run on a long-tailed synthetic
+environment, and the costs it measured.
+
+SleepEnv is a real environment for the real Pipeline: each group's G replies are sampled
+by the real (tiny) engine, then each episode's "verifier" sleeps a lognormal time (the
+long tail) and rewards it with the task's known pass rate. Episodes record generate_s and
+verify_s, as sandbox episodes do.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.events import EventLog
+from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.weights import LockedEngine
+from posttrain.schedule.scheduler import DomainTasks, Scheduler
+from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
+from posttrain.types import Episode
+
+MODEL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             intermediate_size=128, max_position_embeddings=128)
+
+
+@dataclass
+class SleepEnv:
+    task_ids: list[str]
+    pass_rates: list[float]
+    tokenizer: object
+    group_size: int
+    median_s: float
+    sigma: float
+    max_tokens: int = 6
+    verify_log: list = field(default_factory=list)   # each episode's measured verify seconds
+    calls: int = 0                                    # generate calls (one per group)
+
+    def run(self, jobs, engine) -> list[list[Episode]]:
+        out, threads = [], []
+        for job in jobs:  # generate each group (serialised on the engine), then verify it
+            prompt = self.tokenizer.encode(f"task {job.task_id}", add_special_tokens=False)
+            params = SamplingParams(temperature=1.0, max_tokens=self.max_tokens, seed=job.seed)
+            t0 = time.perf_counter()
+            comps = engine.generate([prompt] * self.group_size, params)
+            gen_s = time.perf_counter() - t0
+            self.calls += 1
+            group = []
+            rng = random.Random(f"{job.seed}/{job.uid}")
+            for i, comp in enumerate(comps):
+                ep = Episode(job.task_id, job.uid)
+                ep.append(prompt, sampled=False)
+                ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
+                ep.prompt_len = len(prompt)
+                ep.timings["generate_s"] = gen_s / self.group_size
+                ep.reward = float(rng.random() < self.pass_rates[job.task_index])
+                delay = self.median_s * math.exp(self.sigma * rng.gauss(0, 1))
+                threads.append(threading.Thread(target=self._verify, args=(ep, delay)))
+                threads[-1].start()
+                group.append(ep)
+            out.append(group)
+        for t in threads:
+            t.join()
+        return out
+
+    def _verify(self, ep: Episode, delay: float) -> None:
+        t0 = time.perf_counter()
+        time.sleep(delay)
+        ep.timings["verify_s"] = time.perf_counter() - t0
+        self.verify_log.append(ep.timings["verify_s"])
+
+
+def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 0,
+                 events_path=None) -> dict:
+    """One real pipeline run; returns steady-state numbers (steps after the first) and
+    the per-group costs it measured."""
+    torch.manual_seed(seed)
+    n = 64
+    tok = build_tokenizer([f"task t{i}" for i in range(n)], vocab_size=300)
+    model = build_tiny_model(len(tok), seed=seed, **MODEL)
+    engine = LockedEngine(LocalEngine(model.__class__(model.config), tok))
+    engine.engine.model.load_state_dict(model.state_dict())
+    rates = [random.Random(seed + i).uniform(0.2, 0.8) for i in range(n)]
+    ids = [f"t{i}" for i in range(n)]
+    env = SleepEnv(ids, rates, tok, cfg.group_size, median_s, sigma)
+    sched = Scheduler([DomainTasks("default", ids)], seed)
+    trainer = PolicyTrainer(model, tok.pad_token_id, OptimConfig(lr=1e-3, micro_batch=64))
+    pipe = Pipeline(env, engine, trainer, sched, cfg, RLConfig(tis="token"), EventLog(events_path))
+    rows = []
+    pipe.run(lambda step, stats: rows.append(stats))
+    pipe.events.close()
+    out = summarise(rows, cfg, pipe)
+    out["costs"] = {"gen_s": [engine.generate_s / max(1, env.calls)], "verify_s": {"default": env.verify_log},
+                    "train_s": out["train_s"]}
+    return out
+
+
+def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
+    steady = rows[1:]
+    wall = sum(r["step_wall_s"] for r in steady)
+    idle = sum(r["trainer_idle_frac"] * r["step_wall_s"] for r in steady)
+    trained = sum(r["groups"] for r in steady)
+    generated = sum(pipe.finished.values()) / cfg.group_size
+    return {"throughput": trained / wall, "trainer_idle_frac": idle / wall, "wall_s": wall,
+            "train_s": sum(r["step_wall_s"] * (1 - r["trainer_idle_frac"]) for r in steady) / len(steady),
+            "publish_s": sum(r.get("publish_s", 0.0) for r in steady) / len(steady),
+            "wasted_group_frac": 1 - (pipe.taken / generated) if generated else 0.0,
+            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated}
