@@ -78,7 +78,7 @@ class LearningSuite:
     whose rewards differ raises its task's offset by `lr` and its domain's skill by
     `transfer` (a GRPO step on a group of equal rewards changes nothing)."""
 
-    def __init__(self, domains: int, per_domain: int, seed: int, lr: float = 0.5, transfer: float = 0.02):
+    def __init__(self, domains: int, per_domain: int, seed: int, lr: float = 0.5, transfer: float = 0.005):
         rng = random.Random(seed)
         self.skill = [0.0] * domains
         self.offset = [[rng.choice([rng.uniform(-6, -3), rng.uniform(-1.5, 1.5), rng.uniform(3, 6)])

@@ -4,14 +4,14 @@ environment, and the costs it measured.
 SleepEnv is a real environment for the real Pipeline: each group's G replies are sampled
 by the real (tiny) engine, then each episode's "verifier" sleeps a lognormal time (the
 long tail) and rewards it with the task's known pass rate. Episodes record generate_s and
-verify_s, as sandbox episodes do.
+verify_s, as sandbox episodes do. The verifier times are drawn, not slept one by one: the
+wave sleeps until its last verifier would end (a thread per episode would load the GIL).
 """
 
 from __future__ import annotations
 
 import math
 import random
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -28,8 +28,8 @@ from posttrain.schedule.scheduler import DomainTasks, Scheduler
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 
-MODEL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             intermediate_size=128, max_position_embeddings=128)
+MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+             intermediate_size=256, max_position_embeddings=128)
 
 
 @dataclass
@@ -45,37 +45,33 @@ class SleepEnv:
     calls: int = 0                                    # generate calls (one per group)
 
     def run(self, jobs, engine) -> list[list[Episode]]:
-        out, threads = [], []
-        for job in jobs:  # generate each group (serialised on the engine), then verify it
+        """Generate each group (serialised on the engine); its G verifiers start when its
+        replies are done and run side by side, so the wave ends at the latest
+        (generation end + slowest verifier) over its groups. One sleep, no extra threads."""
+        out, t_start, done_at = [], time.perf_counter(), 0.0
+        for job in jobs:
             prompt = self.tokenizer.encode(f"task {job.task_id}", add_special_tokens=False)
             params = SamplingParams(temperature=1.0, max_tokens=self.max_tokens, seed=job.seed)
             t0 = time.perf_counter()
             comps = engine.generate([prompt] * self.group_size, params)
-            gen_s = time.perf_counter() - t0
+            gen_end = time.perf_counter()
             self.calls += 1
-            group = []
             rng = random.Random(f"{job.seed}/{job.uid}")
-            for i, comp in enumerate(comps):
+            group = []
+            for comp in comps:
                 ep = Episode(job.task_id, job.uid)
                 ep.append(prompt, sampled=False)
                 ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
                 ep.prompt_len = len(prompt)
-                ep.timings["generate_s"] = gen_s / self.group_size
+                ep.timings["generate_s"] = (gen_end - t0) / self.group_size
                 ep.reward = float(rng.random() < self.pass_rates[job.task_index])
-                delay = self.median_s * math.exp(self.sigma * rng.gauss(0, 1))
-                threads.append(threading.Thread(target=self._verify, args=(ep, delay)))
-                threads[-1].start()
+                ep.timings["verify_s"] = self.median_s * math.exp(self.sigma * rng.gauss(0, 1))
+                self.verify_log.append(ep.timings["verify_s"])
                 group.append(ep)
+            done_at = max(done_at, gen_end - t_start + max(e.timings["verify_s"] for e in group))
             out.append(group)
-        for t in threads:
-            t.join()
+        time.sleep(max(0.0, done_at - (time.perf_counter() - t_start)))
         return out
-
-    def _verify(self, ep: Episode, delay: float) -> None:
-        t0 = time.perf_counter()
-        time.sleep(delay)
-        ep.timings["verify_s"] = time.perf_counter() - t0
-        self.verify_log.append(ep.timings["verify_s"])
 
 
 def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 0,
@@ -98,8 +94,11 @@ def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 
     pipe.run(lambda step, stats: rows.append(stats))
     pipe.events.close()
     out = summarise(rows, cfg, pipe)
-    out["costs"] = {"gen_s": [engine.generate_s / max(1, env.calls)], "verify_s": {"default": env.verify_log},
-                    "train_s": out["train_s"]}
+    # The run's costs with the contention it ran under taken out (simulate.shared_cpu):
+    # trainer / (1 + engine busy share), generation / (1 + trainer busy share).
+    gen_s = engine.generate_s / max(1, env.calls)
+    out["costs"] = {"gen_s": [gen_s / (2 - out["trainer_idle_frac"])], "verify_s": {"default": [round(x, 5) for x in env.verify_log]},
+                    "train_s": out["train_s"] / (1 + out["engine_busy_frac"])}
     return out
 
 
@@ -109,7 +108,9 @@ def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
     idle = sum(r["trainer_idle_frac"] * r["step_wall_s"] for r in steady)
     trained = sum(r["groups"] for r in steady)
     generated = sum(pipe.finished.values()) / cfg.group_size
+    busy = sum(r["engine_busy_frac"] * r["step_wall_s"] for r in steady)
     return {"throughput": trained / wall, "trainer_idle_frac": idle / wall, "wall_s": wall,
+            "engine_busy_frac": busy / wall,
             "train_s": sum(r["step_wall_s"] * (1 - r["trainer_idle_frac"]) for r in steady) / len(steady),
             "publish_s": sum(r.get("publish_s", 0.0) for r in steady) / len(steady),
             "wasted_group_frac": 1 - (pipe.taken / generated) if generated else 0.0,

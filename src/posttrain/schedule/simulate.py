@@ -50,6 +50,9 @@ class SimConfig:
     filter_zero_variance: bool = False
     train_scale: float = 1.0             # train_s divides by this (more trainer ranks)
     gen_scale: float = 1.0               # gen_s divides by this (faster engines)
+    # Engine and trainer share one interpreter (the in-process engine on CPU): each runs
+    # slower by (1 + the other's busy share). Off for engines and trainers on their own devices.
+    shared_cpu: bool = False
 
 
 @dataclass
@@ -60,6 +63,7 @@ class SimResult:
     throughput: float                    # trained groups per second (after the first step)
     wasted_token_frac: float
     steps: int
+    engine_busy_frac: float = 0.0
 
     def as_dict(self) -> dict:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in self.__dict__.items()}
@@ -74,7 +78,8 @@ class _Sim:
         self.version = self.taken = self.in_flight = self.steps = 0
         self.buffer: list[int] = []           # versions the buffered groups were issued at
         self.training = False
-        self.generated = self.wasted = 0.0
+        self.generated = self.wasted = self.gen_busy = 0.0
+        self.gen_factor = self.train_factor = 1.0   # contention slow-downs (shared_cpu)
         self.idle_s, self.idle_since, self.first_step_end = 0.0, 0.0, None
         self.domains = list(cfg.shares)
         self.owed = {d: 0.0 for d in self.domains}
@@ -93,7 +98,9 @@ class _Sim:
     def _finish_time(self, start: float) -> float:
         """When a group issued at `start` is done: engine queue, generation, then a slot."""
         i = min(range(len(self.engine_free)), key=self.engine_free.__getitem__)
-        gen_end = max(start, self.engine_free[i]) + self.rng.choice(self.c.gen_s) / self.cfg.gen_scale
+        service = self.rng.choice(self.c.gen_s) / self.cfg.gen_scale * self.gen_factor
+        self.gen_busy += service
+        gen_end = max(start, self.engine_free[i]) + service
         self.engine_free[i] = gen_end
         verify = self.c.draw_verify(self.rng, self._domain(), self.cfg.group_size)
         if self.slots_free is None:
@@ -139,7 +146,8 @@ class _Sim:
         self.training = True
         if self.first_step_end is not None:  # steady state: the wait for the first batch is warm-up
             self.idle_s += self.now - self.idle_since
-        self._push(self.now + self.c.train_s / self.cfg.train_scale + self.c.sync_s, "trained")
+        step = self.c.train_s / self.cfg.train_scale * self.train_factor + self.c.sync_s
+        self._push(self.now + step, "trained")
 
     def on_trained(self) -> None:
         self.training, self.version, self.steps = False, self.version + 1, self.steps + 1
@@ -174,15 +182,34 @@ class _Sim:
         rate = (steps - 1) * b / (self.now - t0) if steps > 1 and self.now > t0 else 0.0
         steady = self.now - t0
         return SimResult(self.now, steps * b, self.idle_s / steady if steady > 0 else 0.0, rate,
-                         self.wasted / self.generated if self.generated else 0.0, steps)
+                         self.wasted / self.generated if self.generated else 0.0, steps,
+                         min(1.0, self.gen_busy / self.now / self.cfg.engines) if self.now else 0.0)
+
+
+def _run(costs: Costs, cfg: SimConfig, seed: int, gen_factor: float, train_factor: float) -> SimResult:
+    sim = _Sim(costs, cfg, seed)
+    sim.gen_factor, sim.train_factor = gen_factor, train_factor
+    return sim.run()
+
+
+def _one(costs: Costs, cfg: SimConfig, seed: int) -> SimResult:
+    """One seeded run; with shared_cpu, the slow-downs found by fixed-point iteration:
+    trainer x (1 + engine busy share), engine x (1 + trainer busy share)."""
+    gen_f = train_f = 1.0
+    result = _run(costs, cfg, seed, gen_f, train_f)
+    for _ in range(6 if cfg.shared_cpu else 0):
+        train_f = 1.0 + result.engine_busy_frac
+        gen_f = 1.0 + (1.0 - result.trainer_idle_frac)
+        result = _run(costs, cfg, seed, gen_f, train_f)
+    return result
 
 
 def simulate(costs: Costs, cfg: SimConfig, seed: int = 0, repeats: int = 3) -> SimResult:
     """The mean over `repeats` seeded runs of the model."""
-    runs = [_Sim(costs, cfg, seed + i).run() for i in range(repeats)]
+    runs = [_one(costs, cfg, seed + i) for i in range(repeats)]
     mean = lambda k: sum(getattr(r, k) for r in runs) / len(runs)  # noqa: E731
     return SimResult(mean("wall_s"), runs[0].trained_groups, mean("trainer_idle_frac"),
-                     mean("throughput"), mean("wasted_token_frac"), runs[0].steps)
+                     mean("throughput"), mean("wasted_token_frac"), runs[0].steps, mean("engine_busy_frac"))
 
 
 def lognormal_samples(median: float, sigma: float, n: int = 2000, seed: int = 0) -> list[float]:
