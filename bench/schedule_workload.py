@@ -24,6 +24,7 @@ from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.weights import LockedEngine
+from posttrain.schedule.planner import decontend
 from posttrain.schedule.scheduler import DomainTasks, Scheduler
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
@@ -96,9 +97,10 @@ def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 
     out = summarise(rows, cfg, pipe)
     # The run's costs with the contention it ran under taken out (simulate.shared_cpu):
     # trainer / (1 + engine busy share), generation / (1 + trainer busy share).
-    gen_s = engine.generate_s / max(1, env.calls)
-    out["costs"] = {"gen_s": [gen_s / (2 - out["trainer_idle_frac"])], "verify_s": {"default": [round(x, 5) for x in env.verify_log]},
-                    "train_s": out["train_s"] / (1 + out["engine_busy_frac"])}
+    gen_s, train_s = decontend(engine.generate_s / max(1, env.calls), out["train_s"],
+                               out["trainer_idle_frac"], out["engine_busy_frac"])
+    out["costs"] = {"gen_s": [gen_s], "verify_s": {"default": [round(x, 5) for x in env.verify_log]},
+                    "train_s": train_s}
     return out
 
 

@@ -115,7 +115,9 @@ class Pipeline:
             self.sampler.returned(job)
         self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
                          version_max=group.version_max,
-                         rewards=[round(e.reward, 6) for e in episodes])
+                         rewards=[round(e.reward, 6) for e in episodes], domain=job.domain,
+                         gen_s=round(sum(e.timings.get("generate_s", 0.0) for e in episodes), 5),
+                         verify_s=[round(e.timings.get("verify_s", 0.0), 5) for e in episodes])
 
     def _pin_worker(self) -> None:
         """A worker that only waits on an engine process runs on that process's cores, off the
