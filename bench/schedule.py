@@ -155,6 +155,7 @@ def main() -> None:
         out["wasted_token_frac"] = over["wasted_group_frac"]
         out["tail_runs"] = runs
         out |= sim_section(runs, size["tail_steps"])
+        out["sim_error_by_fit_run"] = {fit: sim_section(runs, size["tail_steps"], fit)["sim_error"] for fit in runs}
     out["bench_wall_s"] = time.time() - t0
     table([(k, v) for k, v in out.items() if isinstance(v, (int, float, bool))])
     if args.json:
