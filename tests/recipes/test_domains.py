@@ -101,3 +101,8 @@ def test_an_unknown_source_is_a_clear_error(tmp_path):
     cfg = config(tmp_path, {"name": "x", "source": "no-such-suite"})
     with pytest.raises(ConfigError, match="neither a directory nor a built-in suite"):
         sandbox_tasks(cfg, tmp_path / "run")
+
+
+def test_the_example_domains_config_loads():
+    cfg = load_rl_config("examples/rl_domains.toml")
+    assert [d.name for d in cfg.domains] == ["files", "text"] and cfg.schedule.curriculum
