@@ -94,7 +94,7 @@ def test_malformed_tasks_are_counted_and_the_first_reason_shown(tmp_path, harbor
     warnings = []
     cfg = _cfg(tmp_path, "tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=1",
                "policy.init='unused'")
-    from posttrain.recipes.rl_env import dir_splits
+    from posttrain.recipes.domains import dir_splits
 
     train, held = dir_splits(cfg.tasks, warnings.append)
     assert [t.id for t in train + held] == ["hello-a", "hello-c"]

@@ -25,7 +25,7 @@ def test_buffer_filters_zero_variance_and_drops_stale():
     assert buf.put(_group(s, 2, [0.0, 1.0], versions=(3,)))
     assert buf.put(_group(s, 1, [0.0, 1.0], versions=(1, 3)))  # partial rollout: min version 1
     assert buf.stats.filtered == 1 and [g.uid for g in buf.groups] == [1, 2]
-    assert buf.drop_stale(version=3, max_staleness=1) == 1   # 3 - 1 > 1
+    assert len(buf.drop_stale(version=3, max_staleness=1)) == 1   # 3 - 1 > 1
     assert [g.uid for g in buf.take(5)] == [2] and len(buf) == 0
 
 

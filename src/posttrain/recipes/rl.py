@@ -30,6 +30,7 @@ from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
+from posttrain.recipes.domains import make_scheduler
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_env import build_env
@@ -38,7 +39,7 @@ from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
 from posttrain.rollout.weights import LockedEngine
-from posttrain.schedule.sampler import GroupJob, TaskSampler
+from posttrain.schedule.sampler import GroupJob
 from posttrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -99,7 +100,7 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     env, _, model, tok = build_env(cfg, run_dir / "replay", None)
     engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))  # replay never generates
     trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
-    pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout, cfg.algo)
+    pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout, cfg.algo)
     log = MetricsLog(run_dir / "replay")
     replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))
     log.close()
@@ -171,7 +172,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
-        pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout,
+        pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout,
                             cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:

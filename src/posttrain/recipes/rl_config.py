@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from posttrain.agent.config import AgentConfig
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
+from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
@@ -63,6 +64,8 @@ class RLRunConfig(_Section):
     algo: AlgoConfig = AlgoConfig()
     optim: RLOptimConfig = RLOptimConfig()
     agent: AgentConfig = AgentConfig()
+    domains: list[DomainConfig] = []       # [[domains]] tables; none: [tasks] is the one domain
+    schedule: ScheduleConfig = ScheduleConfig()
 
     @property
     def run_dir(self) -> Path:

@@ -2,8 +2,7 @@
 policy (a tiny model warm-started on oracle demonstrations, or an HF checkpoint framed in its
 own chat template).
 
-Held-out split of `tasks.kind = "dir"`: `tasks.eval_path` when given, else the last
-`tasks.n_eval` task directories in name order (refused if that leaves no training task).
+Task sources and held-out splits: recipes/domains.py.
 """
 
 from __future__ import annotations
@@ -16,54 +15,14 @@ from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.errors import ConfigError, PosttrainError, TaskError
-from posttrain.recipes.rl_config import RLRunConfig, TasksConfig
+from posttrain.errors import ConfigError, PosttrainError
+from posttrain.recipes.domains import sandbox_tasks
+from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
 from posttrain.rollout.single_turn import REWARDS, copy_prompts
-from posttrain.tasks.suites import terminal_basics
-from posttrain.tasks.task import read_task
 from posttrain.types import Episode
 
 Warn = Callable[[str], None]
-
-
-def read_task_dir(root: Path, what: str, warn: Warn) -> list:
-    """Every readable task under root; unreadable ones are counted and the first reason shown."""
-    if not root.is_dir():
-        raise ConfigError(f"{what} {root} is not a directory of Harbor task directories")
-    tasks, bad = [], []
-    for p in sorted(x for x in root.iterdir() if x.is_dir()):
-        try:
-            tasks.append(read_task(p))
-        except TaskError as e:
-            bad.append(str(e))
-    if bad:
-        warn(f"skipped {len(bad)} of {len(bad) + len(tasks)} task directories in {root}; first: {bad[0]}")
-    if not tasks:
-        raise PosttrainError(f"no valid tasks in {root}" + (f": {bad[0]}" if bad else ""))
-    return tasks
-
-
-def dir_splits(t: TasksConfig, warn: Warn) -> tuple[list, list]:
-    if not t.path:
-        raise ConfigError('tasks.kind = "dir" needs tasks.path, a directory of Harbor task dirs')
-    tasks = read_task_dir(Path(t.path), "tasks.path", warn)
-    if t.eval_path:
-        return tasks, read_task_dir(Path(t.eval_path), "tasks.eval_path", warn)
-    if len(tasks) <= t.n_eval:
-        raise ConfigError(f"{t.path} has {len(tasks)} tasks: too few to hold out tasks.n_eval = "
-                          f"{t.n_eval} and train on the rest; set tasks.eval_path to a held-out "
-                          "directory, or a smaller tasks.n_eval (0 skips the held-out evals)")
-    return tasks[:len(tasks) - t.n_eval], tasks[len(tasks) - t.n_eval:]
-
-
-def sandbox_splits(cfg: RLRunConfig, run_dir: Path, warn: Warn) -> tuple[list, list]:
-    t = cfg.tasks
-    if t.kind == "terminal-basics":
-        train = terminal_basics.generate(run_dir / "tasks" / "train", t.n_train, cfg.seed, "train")
-        held = terminal_basics.generate(run_dir / "tasks" / "heldout", t.n_eval, cfg.seed + 1, "heldout")
-        return train, held
-    return dir_splits(t, warn)
 
 
 def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int) -> None:
@@ -155,7 +114,7 @@ def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: W
     """(train env, held-out env, model, tokenizer) for the configured task kind."""
     if cfg.tasks.kind == "copy":
         return _copy_envs(cfg, resume_from)
-    train, held = sandbox_splits(cfg, run_dir, warn)
+    train, held = sandbox_tasks(cfg, run_dir, warn)
     model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, train, warn))
     framer = framer_for(tok)
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature

@@ -8,6 +8,7 @@ that are older. Everything in it serialises to JSON for checkpoints.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from posttrain.schedule.sampler import GroupJob
@@ -82,20 +83,37 @@ class Buffer:
         self.groups.sort(key=lambda g: g.uid)
         return True
 
-    def drop_stale(self, version: int, max_staleness: int) -> int:
-        """Remove groups whose oldest token is more than max_staleness versions old."""
+    def drop_stale(self, version: int, max_staleness: int) -> list[Group]:
+        """Remove and return groups whose oldest token is more than max_staleness versions old."""
         keep = [g for g in self.groups if version - g.version_min <= max_staleness]
-        n = len(self.groups) - len(keep)
-        self.groups, self.stats.dropped_stale = keep, self.stats.dropped_stale + n
-        return n
+        dropped = [g for g in self.groups if version - g.version_min > max_staleness]
+        self.groups, self.stats.dropped_stale = keep, self.stats.dropped_stale + len(dropped)
+        return dropped
 
-    def can_take(self, n: int) -> bool:
-        return len(self.groups) >= n
+    def can_take(self, n: int, plan: dict[str, int] | None = None) -> bool:
+        """Whether n groups are here (and, with a plan, each domain's count of them)."""
+        if plan is None:
+            return len(self.groups) >= n
+        have = Counter(g.job.domain for g in self.groups)
+        return all(have[d] >= c for d, c in plan.items())
 
-    def take(self, n: int) -> list[Group]:
-        """The n lowest-uid groups (call drop_stale first)."""
-        out, self.groups = self.groups[:n], self.groups[n:]
-        return out
+    def take(self, n: int, plan: dict[str, int] | None = None) -> list[Group]:
+        """The n lowest-uid groups (call drop_stale first); with a plan, the lowest-uid
+        plan[d] of each domain d, topped up from the rest if a domain is short."""
+        if plan is None:
+            out = self.groups[:n]
+        else:
+            left, out, rest = dict(plan), [], []
+            for g in self.groups:  # lowest uid first
+                if left.get(g.job.domain, 0) > 0:
+                    left[g.job.domain] -= 1
+                    out.append(g)
+                else:
+                    rest.append(g)
+            out += rest[:max(0, n - len(out))]
+        taken = {g.uid for g in out}
+        self.groups = [g for g in self.groups if g.uid not in taken]
+        return sorted(out, key=lambda g: g.uid)
 
     def __len__(self) -> int:
         return len(self.groups)

@@ -17,6 +17,7 @@ class RolloutConfig(BaseModel):
     workers: int = Field(2, ge=1)                # concurrent rollout workers (async only)
     max_refill_rounds: int = Field(4, ge=1)      # waves of refills before a step goes short
     filter_zero_variance: bool = True            # drop groups whose rewards are all equal, refill
+    infra_retries: int = Field(2, ge=0)          # re-runs of a group lost wholly to infra errors
     episode_timeout_s: float | None = Field(None, gt=0)  # per-episode cap on the agent phase
     checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
     temperature: float = Field(1.0, gt=0)

@@ -24,12 +24,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from posttrain.rollout.buffer import Buffer, Group
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
-from posttrain.rollout.stats import IdleClock, episode_stats, staleness_stats
+from posttrain.rollout.stats import IdleClock, domain_stats, episode_stats, staleness_stats
 from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
 from posttrain.train.trainer import PolicyTrainer, RLConfig
@@ -54,6 +55,7 @@ class Pipeline:
         self.clock = IdleClock(time.perf_counter())
         self.trainer_wait_s = 0.0
         self.finished = Counter()  # statuses of every finished episode, trained or not
+        self.retries = Counter()   # uid -> times its group was re-run after infra errors
 
     # ---- the rollout loop --------------------------------------------------------------
 
@@ -63,7 +65,10 @@ class Pipeline:
         return limit - self.taken - len(self.in_flight) - len(self.buffer)
 
     def _claim(self, n: int) -> list[GroupJob]:
-        jobs = [self.sampler.next() for _ in range(n)]
+        """Up to n jobs: fewer while the scheduler's domains are at their quotas."""
+        jobs = []
+        while len(jobs) < n and (job := self.sampler.next()) is not None:
+            jobs.append(job)
         for j in jobs:
             self.in_flight[j.uid] = j
             self.events.emit("issue", uid=j.uid, task=j.task_id, version=self.version)
@@ -79,15 +84,40 @@ class Pipeline:
                 self.clock.stop(time.perf_counter())
         with self.cond:
             for job, episodes in zip(jobs, results):
-                group = Group.of(job, episodes, self.version)
                 self.in_flight.pop(job.uid, None)
-                kept = self.buffer.put(group, self.cfg.filter_zero_variance)
-                self.returned_since_step += not kept
                 self.finished.update(e.status for e in episodes)
-                self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
-                                 version_max=group.version_max,
-                                 rewards=[round(e.reward, 6) for e in episodes])
+                if self._retry(job, episodes):
+                    continue
+                self._finish(job, episodes)
             self.cond.notify_all()
+
+    def _retry(self, job: GroupJob, episodes) -> bool:
+        """A group lost wholly to infrastructure errors is not scored: it runs again (same uid
+        and seed), up to rollout.infra_retries times."""
+        if not episodes or any(e.status != "infra_error" for e in episodes):
+            return False
+        if self.retries[job.uid] >= self.cfg.infra_retries:
+            return False
+        self.retries[job.uid] += 1
+        self.sampler.retry(job)
+        self.events.emit("retry", uid=job.uid, task=job.task_id, attempt=self.retries[job.uid])
+        return True
+
+    def _finish(self, job: GroupJob, episodes) -> None:
+        group = Group.of(job, episodes, self.version)
+        reason = self.sampler.observe(job, [e.reward for e in episodes], [e.status for e in episodes],
+                                      sum(e.tokens_out for e in episodes))
+        if reason:
+            self.events.emit("quarantine", task=job.task_id, domain=job.domain, reason=reason)
+        kept = self.buffer.put(group, self.cfg.filter_zero_variance)
+        if not kept:
+            self.returned_since_step += 1
+            self.sampler.returned(job)
+        self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
+                         version_max=group.version_max,
+                         rewards=[round(e.reward, 6) for e in episodes], domain=job.domain,
+                         gen_s=round(sum(e.timings.get("generate_s", 0.0) for e in episodes), 5),
+                         verify_s=[round(e.timings.get("verify_s", 0.0), 5) for e in episodes])
 
     def _pin_worker(self) -> None:
         """A worker that only waits on an engine process runs on that process's cores, off the
@@ -100,12 +130,13 @@ class Pipeline:
             self._pin_worker()
             while True:
                 with self.cond:
-                    while not self.stop and self._room() <= 0:
-                        self.cond.wait()
+                    while not self.stop and (self._room() <= 0 or not self.sampler.has_room()):
+                        self.cond.wait(timeout=0.5)  # a token quota frees up with time, not events
                     if self.stop:
                         return
                     jobs = self._claim(min(self._room(), self.cfg.groups_per_wave))
-                self.produce(jobs)
+                if jobs:
+                    self.produce(jobs)
         except BaseException as e:  # surfaced by the training loop
             with self.cond:
                 self.error, self.stop = e, True
@@ -118,15 +149,26 @@ class Pipeline:
         c = self.cfg
         return self.returned_since_step >= c.max_refill_rounds * (c.groups_per_step + c.overprovision)
 
+    def _stuck(self, plan: dict[str, int] | None) -> bool:
+        """No room to issue, and nothing in flight of a domain the batch still lacks: the
+        batch cannot fill as planned, so it is topped up from other domains (and the shares'
+        carry owes the lacking domains for later)."""
+        if plan is None or self._room() > 0:
+            return False
+        have = Counter(g.job.domain for g in self.buffer.groups)
+        lacking = {d for d, n in plan.items() if have[d] < n}
+        return not any(j.domain in lacking for j in self.in_flight.values())
+
     def _batch_sync(self) -> list[Group]:
         c = self.cfg
         for _ in range(c.max_refill_rounds):
             with self.cond:
                 self._drop_stale()
-                if self.buffer.can_take(c.groups_per_step):
+                if self.buffer.can_take(c.groups_per_step, self.sampler.batch_plan(c.groups_per_step)):
                     break
                 jobs = self._claim(c.groups_per_step - len(self.buffer) + c.overprovision)
-            self.produce(jobs)
+            if jobs:
+                self.produce(jobs)
         with self.cond:
             self._drop_stale()
             return self._take()
@@ -139,30 +181,34 @@ class Pipeline:
                 if self.error is not None:
                     raise self.error
                 self._drop_stale()
-                if self.buffer.can_take(c.groups_per_step) or self._short():
+                plan = self.sampler.batch_plan(c.groups_per_step)
+                if self.buffer.can_take(c.groups_per_step, plan) or self._short() or self._stuck(plan):
                     break
                 self.cond.wait(timeout=0.5)
             self.trainer_wait_s += time.perf_counter() - t0
             return self._take()
 
     def _take(self) -> list[Group]:
-        groups = self.buffer.take(self.cfg.groups_per_step)
+        """B groups, each domain's share of them as the scheduler plans (exact over time)."""
+        n = self.cfg.groups_per_step
+        groups = self.buffer.take(n, self.sampler.batch_plan(n))
+        self.sampler.settle(n, [g.job for g in groups])
         self.taken += len(groups)
         return groups
 
     def _drop_stale(self) -> None:
-        before = {g.uid for g in self.buffer.groups}
         dropped = self.buffer.drop_stale(self.version, self.cfg.max_staleness)
-        self.returned_since_step += dropped
+        self.returned_since_step += len(dropped)
+        for g in dropped:
+            self.sampler.returned(g.job)
         if dropped:
-            kept = {g.uid for g in self.buffer.groups}
-            self.events.emit("drop", uids=sorted(before - kept), version=self.version)
+            self.events.emit("drop", uids=[g.uid for g in dropped], version=self.version)
             self.cond.notify_all()
 
     def train_on(self, groups: list[Group]) -> dict:
         """One optimizer step on the groups, then publish version + 1 to the engine."""
         episodes = [e for g in groups for e in g.trainable]
-        stats = episode_stats([e for g in groups for e in g.episodes])
+        stats = episode_stats([e for g in groups for e in g.episodes]) | domain_stats(groups)
         stats |= staleness_stats(episodes, self.version, self.cfg.max_staleness)
         with self.cond:
             self.events.emit("train", step=self.step, version=self.version,
@@ -180,7 +226,9 @@ class Pipeline:
             return stats | {"skipped": 1.0, "groups": 0.0}
         stats |= self.trainer.rl_step(episodes, self.algo)
         # The weights land first: a worker that the new version lets in samples from them.
+        t_publish = time.perf_counter()
         self.engine.publish(self.trainer.model, self.version + 1)
+        stats["publish_s"] = time.perf_counter() - t_publish
         with self.cond:
             self.version += 1
             self.events.emit("publish", version=self.version)
@@ -228,6 +276,7 @@ class Pipeline:
                       "groups_filtered_total": float(self.buffer.stats.filtered),
                       "groups_dropped_stale_total": float(self.buffer.stats.dropped_stale)}
             stats |= {f"finished_{k}_total": float(v) for k, v in sorted(self.finished.items())}
+            stats |= self.sampler.metrics()
         return stats | {
             "trainer_idle_frac": min(1.0, (self.trainer_wait_s - wait0) / wall),
             "sampler_idle_frac": max(0.0, 1.0 - busy / wall),
@@ -243,8 +292,7 @@ class Pipeline:
         with self.cond:
             sampler = self.sampler.state_dict()
             requeue = {j["uid"]: j for j in sampler["requeued"]}
-            requeue |= {j.uid: {"uid": j.uid, "task_index": j.task_index, "task_id": j.task_id,
-                                "seed": j.seed} for j in self.in_flight.values()}
+            requeue |= {j.uid: asdict(j) for j in self.in_flight.values()}
             sampler["requeued"] = [requeue[u] for u in sorted(requeue)]
             return {"version": self.version, "step": self.step + 1, "trajectories": self.trajectories,
                     "taken": self.taken,

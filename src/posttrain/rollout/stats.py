@@ -23,6 +23,29 @@ def episode_stats(episodes: list[Episode]) -> dict[str, float]:
     return out
 
 
+def domain_stats(groups) -> dict[str, float]:
+    """Per-domain numbers (`d/<domain>/...`) of a batch whose groups span several domains:
+    reward, pass rate, tokens, episode wall time, status counts, groups."""
+    by_domain: dict[str, list] = {}
+    for g in groups:
+        by_domain.setdefault(g.job.domain, []).append(g)
+    if set(by_domain) <= {"default"}:
+        return {}
+    out = {}
+    for name, gs in sorted(by_domain.items()):
+        eps = [e for g in gs for e in g.episodes]
+        n = max(1, len(eps))
+        pre = f"d/{name}/"
+        out[pre + "groups"] = float(len(gs))
+        out[pre + "reward_mean"] = sum(e.reward for e in eps) / n
+        out[pre + "pass_rate"] = sum(e.reward >= 1.0 for e in eps) / n
+        out[pre + "tokens_out_mean"] = sum(e.tokens_out for e in eps) / n
+        out[pre + "episode_s_mean"] = sum(sum(e.timings.values()) for e in eps) / n
+        for status, count in Counter(e.status for e in eps).items():
+            out[pre + f"status_{status}"] = float(count)
+    return out
+
+
 def staleness_stats(episodes: list[Episode], version: int, max_staleness: int) -> dict[str, float]:
     """Token staleness = trainer version - the version that sampled the token.
 

@@ -18,6 +18,9 @@ class LockedEngine(Engine):
     def __init__(self, engine: Engine):
         self.engine = engine
         self._lock = threading.Lock()
+        # A publish holds _turn while it waits for _lock, so generate calls that arrive
+        # meanwhile queue behind it: a weight update never waits for a crowd of rollout threads.
+        self._turn = threading.Lock()
         self.generate_s = 0.0  # time spent inside generate (the sampler's busy time)
         self.cores: set[int] | None = None  # the cores a pinned engine process computes on
         self._state: dict = {}
@@ -28,6 +31,8 @@ class LockedEngine(Engine):
         return self.engine.policy_version
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        with self._turn:
+            pass
         with self._lock:
             t0 = time.perf_counter()
             try:
@@ -57,7 +62,7 @@ class LockedEngine(Engine):
         if getattr(self.engine, "updates_while_generating", False):
             self.engine.update_weights(self._state_of(model), version)
             return
-        with self._lock:
+        with self._turn, self._lock:
             if getattr(self.engine, "model", None) is model:
                 self.engine.policy_version = version
                 flush = getattr(getattr(self.engine, "blocks", None), "flush", None)

@@ -19,6 +19,7 @@ class GroupJob:
     task_index: int
     task_id: str
     seed: int
+    domain: str = "default"
 
 
 class TaskSampler:
@@ -51,6 +52,28 @@ class TaskSampler:
 
     def requeue(self, jobs: list[GroupJob]) -> None:
         self.requeued = sorted(set(self.requeued) | set(jobs), key=lambda j: j.uid)
+
+    def retry(self, job: GroupJob) -> None:
+        self.requeue([job])
+
+    # One task list has no shares, quotas or curriculum: the scheduler's other verbs are no-ops.
+    def has_room(self) -> bool:
+        return True
+
+    def observe(self, job: GroupJob, rewards, statuses, tokens: int = 0) -> None:
+        return None
+
+    def returned(self, job: GroupJob) -> None:
+        pass
+
+    def batch_plan(self, n: int) -> None:
+        return None
+
+    def settle(self, n: int, taken: list[GroupJob]) -> None:
+        pass
+
+    def metrics(self) -> dict[str, float]:
+        return {}
 
     def mark_consumed(self, task_ids: list[str]) -> None:
         self.consumed.extend(task_ids)

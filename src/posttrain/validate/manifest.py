@@ -48,3 +48,17 @@ def usable_tasks(tasks: Iterable[T], manifest: dict[str, str] | str | Path,
     statuses = manifest if isinstance(manifest, dict) else load_manifest(manifest)
     allowed = set(allow)
     return [t for t in tasks if statuses.get(t.id) in allowed]
+
+
+def load_manifest_tasks(path: str | Path) -> dict[str, dict]:
+    """task id -> {"status", "successes", "n"} (successes and n from the difficulty
+    calibration, None without one): what a curriculum starts from."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        out = {}
+        for t in data["tasks"]:
+            diff = t.get("difficulty") or {}
+            out[t["id"]] = {"status": t["status"], "successes": diff.get("successes"), "n": diff.get("n")}
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(f"{path}: not a validation manifest ({type(e).__name__}: {e})") from None

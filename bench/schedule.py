@@ -1,0 +1,167 @@
+"""Multi-domain scheduling benchmark: exact shares, curriculum, pick speed and state size,
+over-provisioning on a long tail (real pipeline runs), and the simulator against them.
+
+    flock /tmp/posttrain-bench.lock python bench/schedule.py --quick --json runs/bench-schedule.json
+
+shares: 12 domains, B = 64, groups finishing out of order and 0-40% filtered per domain;
+  the scheduler's plan against prime-rl's weighted random draw (worst 50-step window).
+curriculum: a synthetic suite (4 domains x 100 tasks, known pass rates, a simulated policy
+  that learns a task only from groups with mixed rewards), curriculum against uniform.
+picks: 100,000 tasks in 500 domains with the curriculum on; p99 of next(), the JSON state
+  with every task touched, and prime-rl's O(n) rescan per pick for comparison.
+long tail (measured): the real Pipeline, a real tiny engine and trainer, verifiers that sleep
+  lognormal times (sigma 1); over-provisioning against none at the same staleness bound.
+simulator: costs fitted on one measured run predict the other runs (both measured).
+No dependency beyond the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from schedule_synthetic import curriculum_run, pick_speed, rescan_pick_ms, share_run, window_dev_pp  # noqa: E402
+from schedule_workload import measured_run  # noqa: E402
+
+from posttrain.rollout.config import RolloutConfig  # noqa: E402
+from posttrain.schedule.simulate import Costs, SimConfig, simulate  # noqa: E402
+
+SIZES = {"quick": dict(share_steps=200, cur_steps=60, cur_seeds=3, picks=5000, tail_steps=25),
+         "full": dict(share_steps=600, cur_steps=60, cur_seeds=5, picks=20000, tail_steps=50)}
+TAIL = dict(groups_per_step=8, group_size=8, median_s=0.1, sigma=1.0)
+
+
+def cpu_info() -> dict:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return {"model": fields.get("Model name", "").strip(), "flags": fields.get("Flags", "").strip(),
+            "cores": torch.get_num_threads()}
+
+
+def shares_section(size: dict) -> dict:
+    rng = random.Random(0)
+    raw = {f"d{i:02d}": rng.random() + 0.05 for i in range(12)}
+    shares = {k: v / sum(raw.values()) for k, v in raw.items()}
+    ours = window_dev_pp(share_run(shares, 64, size["share_steps"], 0, True), shares)
+    drawn = window_dev_pp(share_run(shares, 64, size["share_steps"], 0, False), shares)
+    exact_shares = {"a": 0.5, "b": 0.25, "c": 0.125, "d": 0.125}
+    batches = share_run(exact_shares, 64, 100, 1, True)
+    exact = sum(b == {"a": 32, "b": 16, "c": 8, "d": 8} for b in batches) / len(batches)
+    return {"share_max_dev_pp": ours, "share_max_dev_pp_random_draw": drawn,
+            "share_exact_step_frac": exact}
+
+
+def curriculum_section(size: dict) -> dict:
+    fracs, rows = [], []
+    n = size["cur_steps"]
+    for seed in range(size["cur_seeds"]):
+        uniform, cur = curriculum_run(False, n, seed), curriculum_run(True, n, seed)
+        k = next((i + 1 for i, x in enumerate(cur) if x >= uniform[-1]), None)
+        fracs.append(k / n if k else float("inf"))
+        rows.append({"seed": seed, "uniform_final": uniform[-1], "curriculum_final": cur[-1],
+                     "steps_to_uniform_final": k})
+    return {"curriculum_steps_frac": statistics.mean(fracs), "curriculum_steps_frac_max": max(fracs),
+            "curriculum_runs": rows}
+
+
+def picks_section(size: dict) -> dict:
+    out = pick_speed(100_000, 500, size["picks"])
+    out["rescan_pick_p99_ms"] = rescan_pick_ms(100_000, 200)
+    return out
+
+
+def tail_configs(b: int) -> dict[str, dict]:
+    return {"sync": dict(max_staleness=0, overprovision=0, workers=1, groups_per_wave=b),
+            "none_s1": dict(max_staleness=1, overprovision=0, workers=2 * b),
+            "over_s1": dict(max_staleness=1, overprovision=b, workers=3 * b),
+            "none_s2": dict(max_staleness=2, overprovision=0, workers=3 * b),
+            "over_s2": dict(max_staleness=2, overprovision=b, workers=4 * b)}
+
+
+def tail_section(size: dict) -> dict:
+    b, g = TAIL["groups_per_step"], TAIL["group_size"]
+    runs = {}
+    for name, kw in tail_configs(b).items():
+        cfg = RolloutConfig(steps=size["tail_steps"], groups_per_step=b, group_size=g,
+                            filter_zero_variance=False, groups_per_wave=kw.pop("groups_per_wave", 1), **kw)
+        runs[name] = measured_run(cfg, TAIL["median_s"], TAIL["sigma"])
+        print(f"  measured {name}: {runs[name]['throughput']:.2f} groups/s, "
+              f"idle {runs[name]['trainer_idle_frac']:.3f}", flush=True)
+    return runs
+
+
+def predict(costs: dict, name: str, steps: int) -> dict:
+    b, g = TAIL["groups_per_step"], TAIL["group_size"]
+    kw = dict(tail_configs(b)[name])
+    kw.pop("groups_per_wave", None)
+    c = Costs(gen_s=costs["gen_s"], verify_s=costs["verify_s"], train_s=costs["train_s"])
+    return simulate(c, SimConfig(steps=steps, groups_per_step=b, group_size=g, shared_cpu=True, **kw),
+                    repeats=5).as_dict()
+
+
+def sim_section(runs: dict, steps: int, fit_on: str = "none_s1") -> dict:
+    """Fit on one measured run; predict every other configuration's idle share and throughput."""
+    costs = runs[fit_on]["costs"]
+    out, errors = {}, []
+    for name, measured in runs.items():
+        if name == fit_on:
+            continue
+        p = predict(costs, name, steps)
+        thr_err = abs(p["throughput"] / measured["throughput"] - 1)
+        idle_err = abs(p["trainer_idle_frac"] - measured["trainer_idle_frac"])
+        out[name] = {"predicted": p, "throughput_rel_err": thr_err, "idle_abs_err": idle_err}
+        errors.append(max(thr_err, idle_err))
+    return {"fit_on": fit_on, "predictions": out, "sim_error": max(errors)}
+
+
+def table(rows: list[tuple]) -> None:
+    for k, v in rows:
+        print(f"  {k:<34} {v:>12.4f}" if isinstance(v, float) else f"  {k:<34} {v!s:>12}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
+    args = ap.parse_args()
+    size = SIZES["quick" if args.quick else "full"]
+    torch.set_num_threads(1)
+    out: dict = {"cpu": cpu_info(), "size": "quick" if args.quick else "full", "tail_workload": TAIL,
+                 "note": "shared machine: other engineers' jobs were running"}
+    t0 = time.time()
+    if args.only in (None, "shares"):
+        out |= shares_section(size)
+    if args.only in (None, "curriculum"):
+        out |= curriculum_section(size)
+    if args.only in (None, "picks"):
+        out |= picks_section(size)
+    if args.only in (None, "tail"):
+        runs = tail_section(size)
+        over, none = runs["over_s1"], runs["none_s1"]
+        out["overprovision_gain"] = over["throughput"] / none["throughput"] - 1
+        out["overprovision_gain_s2"] = runs["over_s2"]["throughput"] / runs["none_s2"]["throughput"] - 1
+        out["overprovision_gain_vs_sync"] = over["throughput"] / runs["sync"]["throughput"] - 1
+        out["trainer_idle_frac"] = over["trainer_idle_frac"]
+        out["wasted_token_frac"] = over["wasted_group_frac"]
+        out["tail_runs"] = runs
+        out |= sim_section(runs, size["tail_steps"])
+        out["sim_error_by_fit_run"] = {fit: sim_section(runs, size["tail_steps"], fit)["sim_error"] for fit in runs}
+    out["bench_wall_s"] = time.time() - t0
+    table([(k, v) for k, v in out.items() if isinstance(v, (int, float, bool))])
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Workloads for bench/schedule.py: a real pipeline run on a long-tailed synthetic
+environment, and the costs it measured.
+
+SleepEnv is a real environment for the real Pipeline: each group's G replies are sampled
+by the real (tiny) engine, then each episode's "verifier" sleeps a lognormal time (the
+long tail) and rewards it with the task's known pass rate. Episodes record generate_s and
+verify_s, as sandbox episodes do. The verifier times are drawn, not slept one by one: the
+wave sleeps until its last verifier would end (a thread per episode would load the GIL).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.local import LocalEngine
+from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.events import EventLog
+from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.weights import LockedEngine
+from posttrain.schedule.planner import decontend
+from posttrain.schedule.scheduler import DomainTasks, Scheduler
+from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
+from posttrain.types import Episode
+
+MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+             intermediate_size=256, max_position_embeddings=128)
+
+
+@dataclass
+class SleepEnv:
+    task_ids: list[str]
+    pass_rates: list[float]
+    tokenizer: object
+    group_size: int
+    median_s: float
+    sigma: float
+    max_tokens: int = 6
+    verify_log: list = field(default_factory=list)   # each episode's measured verify seconds
+    calls: int = 0                                    # generate calls (one per group)
+
+    def run(self, jobs, engine) -> list[list[Episode]]:
+        """Generate each group (serialised on the engine); its G verifiers start when its
+        replies are done and run side by side, so the wave ends at the latest
+        (generation end + slowest verifier) over its groups. One sleep, no extra threads."""
+        out, t_start, done_at = [], time.perf_counter(), 0.0
+        for job in jobs:
+            prompt = self.tokenizer.encode(f"task {job.task_id}", add_special_tokens=False)
+            params = SamplingParams(temperature=1.0, max_tokens=self.max_tokens, seed=job.seed)
+            t0 = time.perf_counter()
+            comps = engine.generate([prompt] * self.group_size, params)
+            gen_end = time.perf_counter()
+            self.calls += 1
+            rng = random.Random(f"{job.seed}/{job.uid}")
+            group = []
+            for comp in comps:
+                ep = Episode(job.task_id, job.uid)
+                ep.append(prompt, sampled=False)
+                ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
+                ep.prompt_len = len(prompt)
+                ep.timings["generate_s"] = (gen_end - t0) / self.group_size
+                ep.reward = float(rng.random() < self.pass_rates[job.task_index])
+                ep.timings["verify_s"] = self.median_s * math.exp(self.sigma * rng.gauss(0, 1))
+                self.verify_log.append(ep.timings["verify_s"])
+                group.append(ep)
+            done_at = max(done_at, gen_end - t_start + max(e.timings["verify_s"] for e in group))
+            out.append(group)
+        time.sleep(max(0.0, done_at - (time.perf_counter() - t_start)))
+        return out
+
+
+def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 0,
+                 events_path=None) -> dict:
+    """One real pipeline run; returns steady-state numbers (steps after the first) and
+    the per-group costs it measured."""
+    torch.manual_seed(seed)
+    n = 64
+    tok = build_tokenizer([f"task t{i}" for i in range(n)], vocab_size=300)
+    model = build_tiny_model(len(tok), seed=seed, **MODEL)
+    engine = LockedEngine(LocalEngine(model.__class__(model.config), tok))
+    engine.engine.model.load_state_dict(model.state_dict())
+    rates = [random.Random(seed + i).uniform(0.2, 0.8) for i in range(n)]
+    ids = [f"t{i}" for i in range(n)]
+    env = SleepEnv(ids, rates, tok, cfg.group_size, median_s, sigma)
+    sched = Scheduler([DomainTasks("default", ids)], seed)
+    trainer = PolicyTrainer(model, tok.pad_token_id, OptimConfig(lr=1e-3, micro_batch=64))
+    pipe = Pipeline(env, engine, trainer, sched, cfg, RLConfig(tis="token"), EventLog(events_path))
+    rows = []
+    pipe.run(lambda step, stats: rows.append(stats))
+    pipe.events.close()
+    out = summarise(rows, cfg, pipe)
+    # The run's costs with the contention it ran under taken out (simulate.shared_cpu):
+    # trainer / (1 + engine busy share), generation / (1 + trainer busy share).
+    gen_s, train_s = decontend(engine.generate_s / max(1, env.calls), out["train_s"],
+                               out["trainer_idle_frac"], out["engine_busy_frac"])
+    out["costs"] = {"gen_s": [gen_s], "verify_s": {"default": [round(x, 5) for x in env.verify_log]},
+                    "train_s": train_s}
+    return out
+
+
+def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
+    steady = rows[1:]
+    wall = sum(r["step_wall_s"] for r in steady)
+    idle = sum(r["trainer_idle_frac"] * r["step_wall_s"] for r in steady)
+    trained = sum(r["groups"] for r in steady)
+    generated = sum(pipe.finished.values()) / cfg.group_size
+    busy = sum(r["engine_busy_frac"] * r["step_wall_s"] for r in steady)
+    return {"throughput": trained / wall, "trainer_idle_frac": idle / wall, "wall_s": wall,
+            "engine_busy_frac": busy / wall,
+            "train_s": sum(r["step_wall_s"] * (1 - r["trainer_idle_frac"]) for r in steady) / len(steady),
+            "publish_s": sum(r.get("publish_s", 0.0) for r in steady) / len(steady),
+            "wasted_group_frac": 1 - (pipe.taken / generated) if generated else 0.0,
+            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated}

@@ -1,0 +1,108 @@
+"""Domains in the `posttrain rl` config: tasks per domain, the scheduler over them, and
+bad input (shares, a domain with no usable task, an unmeetable quota, a foreign manifest)."""
+
+import json
+import logging
+
+import pytest
+
+from posttrain.errors import ConfigError
+from posttrain.recipes.domains import make_scheduler, sandbox_tasks
+from posttrain.recipes.rl_config import load_rl_config
+from posttrain.schedule.config import DomainConfig
+from posttrain.schedule.sampler import TaskSampler
+from posttrain.schedule.scheduler import Scheduler
+
+
+def config(tmp_path, *domains):
+    cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"', "tasks.n_eval=0"])
+    return cfg.model_copy(update={"domains": [DomainConfig(**d) for d in domains]})
+
+
+def two(tmp_path, **b):
+    a = {"name": "files", "source": "terminal-basics", "share": 0.75, "n_train": 6,
+         "options": {"families": ["create-file", "make-dir"]}}
+    return config(tmp_path, a, {"name": "text", "source": "terminal-basics", "share": 0.25, "n_train": 4,
+                                "options": {"families": ["find-word"]}, **b})
+
+
+def manifest(path, entries):
+    path.write_text(json.dumps({"version": 1, "tasks": [
+        {"id": i, "status": s, "difficulty": {"successes": c, "n": 4}} for i, s, c in entries]}))
+    return str(path)
+
+
+def test_domains_build_tasks_and_a_scheduler(tmp_path):
+    cfg = two(tmp_path, episode_timeout_s=5.0)
+    train, held = sandbox_tasks(cfg, tmp_path / "run")
+    assert len(train) == 10 and held == []
+    assert all(t.config.agent.timeout_sec <= 5.0 for t in train[6:])
+    sched = make_scheduler(cfg, [t.id for t in train])
+    assert isinstance(sched, Scheduler)
+    jobs = [sched.next() for _ in range(8)]
+    assert [j.domain for j in jobs].count("files") == 6
+    assert all(j.task_id.startswith("text-") for j in jobs if j.domain == "text")
+
+
+def test_domains_read_from_toml_tables(tmp_path):
+    path = tmp_path / "rl.toml"
+    path.write_text('[[domains]]\nname = "a"\nsource = "terminal-basics"\nshare = 0.7\n'
+                    '[[domains]]\nname = "b"\nsource = "/tasks/b"\nshare = 0.3\nsandbox_slots = 8\n')
+    cfg = load_rl_config(str(path))
+    assert [(d.name, d.share, d.sandbox_slots) for d in cfg.domains] == [("a", 0.7, None), ("b", 0.3, 8)]
+    with pytest.raises(ConfigError, match="domains.0.bogus"):
+        load_rl_config(None, ['domains=[{name="a", source="x", bogus=1}]'])
+
+
+def test_the_legacy_tasks_section_is_one_domain(tmp_path):
+    cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"'])
+    assert isinstance(make_scheduler(cfg, ["a", "b"]), TaskSampler)
+    cur = load_rl_config(None, ["schedule.curriculum=true"])
+    sched = make_scheduler(cur, ["a", "b"])
+    assert isinstance(sched, Scheduler) and sched.next().domain == "default"
+
+
+def test_shares_that_do_not_sum_to_one_are_normalised_with_a_warning(tmp_path, caplog):
+    cfg = two(tmp_path)
+    cfg.domains[0].share, cfg.domains[1].share = 3.0, 1.0
+    train, _ = sandbox_tasks(cfg, tmp_path / "run")
+    with caplog.at_level(logging.WARNING):
+        sched = make_scheduler(cfg, [t.id for t in train])
+    assert "normalised" in caplog.text and sched.batch.shares == {"files": 0.75, "text": 0.25}
+    cfg.domains[0].share = cfg.domains[1].share = 0.0
+    with pytest.raises(ConfigError, match="every share is 0"):
+        make_scheduler(cfg, [t.id for t in train])
+
+
+def test_manifest_exclusions_foreign_manifests_and_unmeetable_quotas(tmp_path):
+    cfg = two(tmp_path)
+    train, _ = sandbox_tasks(cfg, tmp_path / "run")
+    ids = [t.id for t in train]
+    text = ids[6:]
+    cfg.domains[1].manifest = manifest(tmp_path / "m.json", [(text[0], "ok", 2), (text[1], "flaky", 2),
+                                                              (text[2], "hackable", 1), (text[3], "ok", 4)])
+    sched = make_scheduler(cfg, ids)
+    assert sched.pickers["text"].usable == [0, 3]
+    cfg.domains[1].include = ["ok", "flaky"]
+    assert make_scheduler(cfg, ids).pickers["text"].usable == [0, 1, 3]
+    cfg.domains[1].manifest = manifest(tmp_path / "b.json", [(t, "broken", 0) for t in text])
+    with pytest.raises(ConfigError, match="no usable task"):
+        make_scheduler(cfg, ids)
+    cfg.domains[1].manifest = manifest(tmp_path / "o.json", [("other-0001", "ok", 2)])
+    with pytest.raises(ConfigError, match="another task set"):
+        make_scheduler(cfg, ids)
+    cfg.domains[1].manifest = None
+    cfg.domains[1].sandbox_slots = 2  # a group of 4 episodes needs 4 slots at once
+    with pytest.raises(ConfigError, match="could never run"):
+        make_scheduler(cfg, ids)
+
+
+def test_an_unknown_source_is_a_clear_error(tmp_path):
+    cfg = config(tmp_path, {"name": "x", "source": "no-such-suite"})
+    with pytest.raises(ConfigError, match="neither a directory nor a built-in suite"):
+        sandbox_tasks(cfg, tmp_path / "run")
+
+
+def test_the_example_domains_config_loads():
+    cfg = load_rl_config("examples/rl_domains.toml")
+    assert [d.name for d in cfg.domains] == ["files", "text"] and cfg.schedule.curriculum
