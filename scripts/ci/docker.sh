@@ -41,7 +41,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   tarball=$CACHE/bookworm-minbase.tar
   if [ ! -s "$tarball" ]; then
     tree=$(mktemp -d)
-    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates \
+    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,procps \
       bookworm "$tree" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
       || { tail -20 "$CACHE/debootstrap.log"; exit 1; }
     rm -rf "$tree"/var/cache/apt/archives/*.deb "$tree"/var/lib/apt/lists/*

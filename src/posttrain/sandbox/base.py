@@ -34,6 +34,7 @@ class SandboxSpec:
     mount_points: tuple[str, ...] = ("/tests", "/solution")  # `mounts` the warm runner serves
     warm: bool = True                    # one persistent in-sandbox runner (False: bwrap per exec)
     user: str | None = None              # "root": docker runs as root (bwrap is never root)
+    verifier_user: str | None = None     # docker: who runs commands given /tests (None: `user`)
     build_timeout_s: float | None = None  # image builds (docker), from build_timeout_sec
 
 

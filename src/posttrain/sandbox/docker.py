@@ -44,6 +44,7 @@ class DockerSandbox(Sandbox):
         self.cli, self.spec = engine.engine_cli(), spec
         self.id = f"posttrain-{uuid.uuid4().hex[:12]}"
         self.as_root = spec.user in ("root", "0")
+        self.verifier_root = (spec.verifier_user or spec.user) in ("root", "0")
         self.uid = None if self.as_root else hostdir.sandbox_host_uid()
         self.root, self.tmpfs = hostdir.create_root(self.id, spec.disk_mb or DEFAULT_DISK_MB,
                                                     self.uid)
@@ -55,8 +56,12 @@ class DockerSandbox(Sandbox):
         self._started = self._closed = False
         self.enforcement = {"memory": "docker cgroup", "pids": "docker cgroup",
                             "disk": "tmpfs" if self.tmpfs else "none",
-                            "root_fs": "writable" if self.as_root else "read-only",
+                            "root_fs": "writable" if self._writable_root else "read-only",
                             "user": "root" if self.as_root else f"uid {self.uid or 'image'}"}
+
+    @property
+    def _writable_root(self) -> bool:
+        return self.as_root or self.verifier_root
 
     def build_environment(self, env_dir: Path) -> None:
         """Build (or take from the cache) the image of the task's environment/."""
@@ -72,10 +77,10 @@ class DockerSandbox(Sandbox):
                 "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
                 "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
                 "--pids-limit", str(s.pids or DEFAULT_PIDS), "-e", "HOME=/app"]
-        if self.as_root:
-            args += [a for cap in ROOT_CAPS for a in ("--cap-add", cap)] + ["--user", "0:0"]
+        if self._writable_root:    # root gets the few capabilities package managers need
+            args += [a for cap in ROOT_CAPS for a in ("--cap-add", cap)]
         else:
-            args += ["--read-only"] + (["--user", f"{self.uid}:{self.uid}"] if self.uid else [])
+            args += ["--read-only"]
         if s.cpus:
             args += ["--cpus", str(s.cpus)]
         for name in hostdir.WRITABLE:
@@ -85,6 +90,11 @@ class DockerSandbox(Sandbox):
         for k, v in s.env.items():
             args += ["-e", f"{k}={v}"]
         return args
+
+    def _user(self, verifier: bool) -> str:
+        if self.verifier_root if verifier else self.as_root:
+            return "0:0"
+        return f"{self.uid}:{self.uid}" if self.uid else "1000:1000"
 
     def _staged(self, point: str) -> Path:
         return self.root / "mnt" / point.strip("/").replace("/", "_")
@@ -109,7 +119,10 @@ class DockerSandbox(Sandbox):
             docker_build.ensure_base(self.cli, self.image)
         workdir = engine.inspect(self.cli, self.image, "{{.Config.WorkingDir}}") or self.spec.workdir
         self.spec.workdir = workdir
-        engine.run(self.cli, *self._run_args(), "-w", workdir, self.image, "sleep", "infinity")
+        # The main process (init, `sleep infinity`) is root without capabilities, so the
+        # sandbox user cannot kill it (`kill -9 -1`) and stop the container.
+        engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
+                   "sleep", "infinity")
         self._started = True
         self.cgroup = ContainerCgroup.find(int(engine.inspect(self.cli, self.id, "{{.State.Pid}}")))
         if self.cgroup is None:
@@ -133,13 +146,20 @@ class DockerSandbox(Sandbox):
                                    f"not {dest}")
             hostdir.stage_mount(self._staged(dest), Path(src), self.uid)
         try:
-            return self._exec(command, timeout_s, env)
+            user = self._user("/tests" in (mounts or {}))
+            result = self._exec(command, timeout_s, env, user)
+            if result.exit_code != 0 and "is not running" in result.stderr:
+                engine.run(self.cli, "start", self.id)     # a root agent killed its init
+                result = self._exec(command, timeout_s, env, user)
+            return result
         finally:
             for dest in mounts or {}:
                 hostdir.clear_dir(self._staged(dest))
 
-    def _exec(self, command: str, timeout_s: float, env: dict[str, str] | None) -> ExecResult:
+    def _exec(self, command: str, timeout_s: float, env: dict[str, str] | None,
+              user: str) -> ExecResult:
         argv = [self.cli, "exec", "-i", "-w", self.spec.workdir]
+        argv += ["-u", user] + (["-e", "HOME=/root"] if user == "0:0" else [])
         for k, v in (env or {}).items():
             argv += ["-e", f"{k}={v}"]
         before = self.cgroup.counters() if self.cgroup else {}
@@ -152,10 +172,18 @@ class DockerSandbox(Sandbox):
                       deadline=start + timeout_s, limit=self.spec.output_limit,
                       hard_limit=max(self.spec.output_hard_limit, self.spec.output_limit),
                       kill=self.stop_processes, done=lambda: proc.poll() is not None)
-        proc.wait()
+        proc.stdout.close()          # the client may still hold output the engine buffered:
+        proc.stderr.close()          # closed pipes make it exit instead of blocking on them
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         killed = "timeout" if got.timed_out else "output" if got.output_killed else "none"
         if killed == "none" and self.cgroup:
             killed = self.cgroup.what_killed(before)
+            if killed != "none":      # as bwrap: a limit hit takes every process with it
+                self.stop_processes()
         code = 137 if got.timed_out or got.output_killed else proc.returncode
         return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
                           duration_s=time.monotonic() - start, timed_out=got.timed_out,

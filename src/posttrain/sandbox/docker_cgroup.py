@@ -56,6 +56,14 @@ class ContainerCgroup:
             time.sleep(0.005)
         return cls(group, {init_pid, *_children(init_pid)})
 
+    @property
+    def dirs(self) -> dict[str, Path]:
+        return self.group.dirs
+
+    def pids(self) -> list[int]:
+        """Host pids in the container other than its init and main child."""
+        return [p for p in self.group.pids() if p not in self.keep]
+
     def counters(self) -> dict[str, int]:
         return self.group.counters()
 
