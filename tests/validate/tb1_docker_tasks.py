@@ -59,7 +59,7 @@ SOUND = {
         files={"data/text.txt": "the cat and the dog and the bird saw a cat\n"},
         solution="python3 -c \"import collections, json; w = open('/app/text.txt').read().split(); "
                  "json.dump([k for k, _ in collections.Counter(w).most_common(3)], open('/app/top.json', 'w'))\"\n",
-        tests="def test_top():\n    assert json.loads(Path('/app/top.json').read_text()) == ['the', 'and', 'cat']\n"),
+        tests="def test_top():\n    assert json.loads(Path('/app/top.json').read_text()) == ['the', 'cat', 'and']\n"),
     "keystroke-repl": dict(
         instruction="Using the Python REPL, write 6*7 to /app/answer.txt.",
         solution_yaml=[{"command": "python3\n", "block": False, "append_enter": False},
@@ -79,9 +79,9 @@ SOUND = {
     "tests-write-outside-app": dict(
         instruction="Write a shell script /app/double.sh that prints twice the number given as its argument.",
         solution="printf '#!/bin/sh\\necho $(( $1 * 2 ))\\n' > /app/double.sh && chmod +x /app/double.sh\n",
-        tests="def test_double():\n    out = Path('/opt/posttrain-scratch')\n    out.mkdir(parents=True, exist_ok=True)\n"
-              "    (out / 'run.txt').write_text(subprocess.run(['/app/double.sh', '21'], capture_output=True, text=True).stdout)\n"
-              "    assert (out / 'run.txt').read_text().strip() == '42'\n"),
+        tests="def test_double():\n    run = subprocess.run(['/app/double.sh', '21'], capture_output=True, text=True)\n"
+              "    open('/opt/posttrain-scratch.txt', 'w').write(run.stdout)\n"
+              "    assert Path('/opt/posttrain-scratch.txt').read_text().strip() == '42'\n"),
     "gzip-roundtrip": dict(
         instruction="Decompress /app/data.txt.gz and write the number of lines it has to /app/lines.txt.",
         docker="RUN seq 1 137 | gzip > /app/data.txt.gz\n",
@@ -106,7 +106,7 @@ DEFECTIVE = {
     "verifier-downloads": dict(
         instruction="Write `done` to /app/out.txt.",
         network="none",
-        run_tests="#!/bin/bash\ncurl -sSfL https://astral.sh/uv/install.sh -o /tmp/uv.sh || "
+        run_tests="#!/bin/bash\nset -e\n"
                   "python3 -c \"import urllib.request; urllib.request.urlopen('https://astral.sh/uv/install.sh')\"\n"
                   "cd /tests\npython3 -m pytest -rA /tests/test_outputs.py\n",
         solution="echo done > /app/out.txt\n",

@@ -40,6 +40,8 @@ DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_DISK_MB, SHM_MB = 2048, 512, 2048, 64
 class DockerSandbox(Sandbox):
     """One container; started by the first exec, after build_environment() if any."""
 
+    _app_tars: dict[str, bytes] = {}      # image -> its /app as a tar (tags are content hashes)
+
     def __init__(self, spec: SandboxSpec):
         self.cli, self.spec = engine.engine_cli(), spec
         self.id = f"posttrain-{uuid.uuid4().hex[:12]}"
@@ -101,14 +103,16 @@ class DockerSandbox(Sandbox):
 
     def _seed_app(self) -> None:
         """Copy the image's /app into the host dir that hides it (a bind mount)."""
-        tmp = engine.run(self.cli, "create", "--label", f"{engine.LABEL}={os.getpid()}",
-                         self.image, "true").stdout.decode().strip()
-        try:
-            done = engine.run(self.cli, "cp", f"{tmp}:/app/.", "-", check=False, timeout=300)
-        finally:
-            engine.run(self.cli, "rm", "-f", tmp, check=False)
-        if done.returncode == 0:
-            with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
+        if self.image not in self._app_tars:
+            tmp = engine.run(self.cli, "create", "--label", f"{engine.LABEL}={os.getpid()}",
+                             self.image, "true").stdout.decode().strip()
+            try:
+                done = engine.run(self.cli, "cp", f"{tmp}:/app/.", "-", check=False, timeout=300)
+            finally:
+                engine.run(self.cli, "rm", "-f", tmp, check=False)
+            self._app_tars[self.image] = done.stdout if done.returncode == 0 else b""
+        if self._app_tars[self.image]:
+            with tarfile.open(fileobj=io.BytesIO(self._app_tars[self.image])) as tar:
                 tar.extractall(self.root / "app", filter="tar")
             hostdir.chown_tree(self.root / "app", self.uid)
 

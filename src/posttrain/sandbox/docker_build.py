@@ -175,8 +175,10 @@ def _run_build(cli: str, args: list[str], log: Path, timeout_s: float, env_dir: 
                                f"({timeout_s:g} s, build_timeout_sec in task.toml); "
                                f"build log: {log}") from None
     if code != 0:
-        raise SandboxError(f"docker build of {env_dir} failed: {build_failure(log)}; "
+        err = SandboxError(f"docker build of {env_dir} failed: {build_failure(log)}; "
                            f"build log: {log}")
+        err.log_tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise err
 
 
 def build_failure(log: Path) -> str:
