@@ -64,5 +64,5 @@ def test_sound_tasks_pass_and_defects_are_flagged(imported):
     assert reports["already-solved"].checks["nop"].flags == "hackable"
     net = reports["verifier-downloads"]
     assert net.status == "broken" and "the verifier needs network" in net.checks["oracle"].reason
-    assert "astral.sh" in net.checks["oracle"].evidence["verifier_output_tail"]
+    assert "URLError" in net.checks["oracle"].evidence["verifier_output_tail"]
     assert set(reports) == set(SOUND) | set(DEFECTIVE)

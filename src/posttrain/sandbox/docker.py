@@ -128,9 +128,20 @@ class DockerSandbox(Sandbox):
         engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
                    "sleep", "infinity")
         self._started = True
+        self._find_cgroup()
+
+    def _find_cgroup(self) -> None:
         self.cgroup = ContainerCgroup.find(int(engine.inspect(self.cli, self.id, "{{.State.Pid}}")))
-        if self.cgroup is None:
-            self.enforcement["kill"] = "restart"
+        self.enforcement["kill"] = "freeze and kill" if self.cgroup else "restart"
+
+    def _restart(self) -> None:
+        engine.run(self.cli, "start", self.id, check=False)
+        self._find_cgroup()
+
+    def _running(self) -> bool:
+        done = engine.run(self.cli, "inspect", "--format", "{{.State.Running}}", self.id,
+                          check=False, timeout=30)
+        return done.stdout.decode().strip() == "true"
 
     def host_path(self, sandbox_path: str) -> Path:
         return hostdir.sandbox_path(self.root, sandbox_path)
@@ -152,8 +163,8 @@ class DockerSandbox(Sandbox):
         try:
             user = self._user("/tests" in (mounts or {}))
             result = self._exec(command, timeout_s, env, user)
-            if result.exit_code != 0 and "is not running" in result.stderr:
-                engine.run(self.cli, "start", self.id)     # a root agent killed its init
+            if result.exit_code != 0 and not self._running():
+                self._restart()                    # a root agent killed its init
                 result = self._exec(command, timeout_s, env, user)
             return result
         finally:
@@ -206,7 +217,7 @@ class DockerSandbox(Sandbox):
             if self.cgroup.wait_empty_but_init():
                 return
         engine.run(self.cli, "kill", self.id, check=False)
-        engine.run(self.cli, "start", self.id, check=False)
+        self._restart()
 
     def close(self) -> None:
         if self._closed:

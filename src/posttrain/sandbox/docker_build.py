@@ -196,9 +196,8 @@ def build_failure(log: Path) -> str:
 
 def _remove_build_leftovers(cli: str) -> None:
     """Intermediate containers of a killed legacy build (they have no labels: by status)."""
-    done = engine.run(cli, "ps", "-aq", "--filter", "status=created", "--filter",
-                      "status=running", "--filter", "status=exited", "--format",
-                      "{{.ID}} {{.Command}} {{.Labels}}", check=False, timeout=30)
+    done = engine.run(cli, "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Command}} "
+                      "{{.Labels}}", check=False, timeout=30)
     for line in done.stdout.decode().splitlines():
         cid, _, rest = line.partition(" ")
         if engine.LABEL not in rest and "/bin/sh -c" in rest:
