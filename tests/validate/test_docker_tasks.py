@@ -11,25 +11,13 @@ from posttrain.tasks.tb1 import import_tb1
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import task_dirs, validate_dirs
 
-from tb1_docker_tasks import DEFECTIVE, SOUND, TB_BASE, write_suite
+from tb1_docker_tasks import DEFECTIVE, SOUND, write_suite
 
 pytestmark = pytest.mark.slow
-BASE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
 
 
 @pytest.fixture(scope="module")
-def docker_env(docker_engine):
-    """The TB base image served by the local Debian image; host CA passed into builds."""
-    saved = {k: os.environ.get(k) for k in ("POSTTRAIN_DOCKER_BASE_MAP", "POSTTRAIN_DOCKER_PASS_PROXY")}
-    os.environ["POSTTRAIN_DOCKER_BASE_MAP"] = f"{TB_BASE}={BASE}"
-    os.environ["POSTTRAIN_DOCKER_PASS_PROXY"] = "1"
-    yield
-    for k, v in saved.items():
-        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-
-
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory, docker_env):
+def imported(tmp_path_factory, docker_task_env):
     root = tmp_path_factory.mktemp("tb1docker")
     write_suite(root / "tb1")
     import_tb1(root / "tb1", root / "tasks")

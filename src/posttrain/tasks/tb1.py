@@ -83,6 +83,10 @@ def _solution(src: Path, dest: Path) -> None:
     dest.mkdir(parents=True)
     if (src / "solution.sh").is_file():
         shutil.copy2(src / "solution.sh", dest / "solve.sh")
+        body = (src / "solution.sh").read_text(encoding="utf-8", errors="replace")
+        body = "".join(ln for ln in body.splitlines(keepends=True) if not ln.startswith("#!"))
+        if body.strip():        # the oracle as one agent turn (demonstrations for SFT)
+            (dest / "steps.json").write_text(json.dumps([body.strip() + "\n"], indent=1) + "\n")
     elif (src / "solution.yaml").is_file():
         steps = yaml.safe_load((src / "solution.yaml").read_text()) or []
         if not isinstance(steps, list):
