@@ -28,7 +28,8 @@ def keystrokes(steps: list) -> tuple[str, list[str] | None]:
     for step in steps:
         command = step.get("command", "") if isinstance(step, dict) else str(step)
         enter = step.get("append_enter", True) if isinstance(step, dict) else True
-        if command == "C-d":
+        if command == "C-d":            # ends a program's input: not plain shell turns
+            turns = None
             break
         if command in KEYS:
             stream.append(KEYS[command])
