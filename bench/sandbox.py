@@ -10,6 +10,9 @@ Measures, for the default bwrap sandbox (namespaces, seccomp, cgroup, tmpfs quot
                vs subprocess.run at the same concurrency; failures counted
   idle memory  PSS of an idle sandbox's processes (runner, bwrap), per sandbox
   pool         acquire + exec("true") from a warm pool, and release (reset + health check)
+  docker       the same cold start and warm exec for the docker backend, and image build
+               time uncached and cached (bench/docker_rows.py; skipped without an engine),
+               with docker-over-bwrap ratios
 --quick runs fewer samples (well under 2 minutes).
 """
 
@@ -27,6 +30,8 @@ from pathlib import Path
 from posttrain.machine import cpu_info
 from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox.pool import SandboxPool
+
+from docker_rows import docker_rows
 
 CMD = "true"
 
@@ -162,6 +167,10 @@ def run(quick: bool) -> dict:
     acquire, release = pool_cycle(n_cold)
     out["pool_acquire_exec_p50_ms"] = pct(acquire, 0.5)
     out["pool_release_p50_ms"] = pct(release, 0.5)
+    out.update(docker_rows(quick, time_calls, pct))
+    if "docker_cold_start_p50_ms" in out:
+        out["docker_cold_over_bwrap"] = out["docker_cold_start_p50_ms"] / out["cold_start_p50_ms"]
+        out["docker_warm_over_bwrap"] = out["docker_warm_exec_p50_ms"] / out["warm_exec_p50_ms"]
     out["machine"] = {"cpus": os.cpu_count(), "loadavg_1m_at_end": os.getloadavg()[0],
                       "kernel": platform.release(), "quick": quick}
     out["cpu"] = cpu_info()
@@ -176,7 +185,7 @@ def main() -> None:
     out = run(args.quick)
     for key, value in out.items():
         if key != "machine":
-            print(f"{key:28s} {value:10.2f}")
+            print(f"{key:28s} {value:10.2f}" if isinstance(value, float | int) else f"{key:28s} {value}")
     print(f"machine: {out['machine']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

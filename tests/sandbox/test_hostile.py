@@ -1,6 +1,8 @@
-"""Hostile code through the real bwrap backend: each attack must stay inside, leave the host
-unchanged, be reclaimed by close(), and leave the caller working. The tally of attacks
-tried and contained is printed at the end of the run (conftest.py)."""
+"""Hostile code through the real bwrap and docker backends: each attack must stay inside,
+leave the host unchanged, be reclaimed by close(), and leave the caller working. The tally
+of attacks tried and contained is printed at the end of the run (conftest.py). The docker
+runs are slow-marked and need an engine (the `docker_engine` fixture says why they skip);
+attacks docker's defaults do not contain are xfailed with the reason (docs/sandbox.md)."""
 
 import os
 import socket
@@ -14,6 +16,13 @@ from posttrain.sandbox import SandboxSpec, open_sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 TIGHT = dict(memory_mb=128, pids=64, disk_mb=64, output_hard_limit=8 * 1024 * 1024)
+
+
+def _containers(name: str) -> list[str]:
+    import subprocess
+
+    return subprocess.run(["docker", "ps", "-aq", "--filter", f"name={name}"],
+                          capture_output=True, text=True).stdout.split()
 
 
 def _host_fingerprint() -> dict:
@@ -34,10 +43,21 @@ def host_unchanged():
     assert _host_fingerprint() == before
 
 
+BACKENDS = ["bwrap", pytest.param("docker", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    if request.param == "docker":
+        request.getfixturevalue("docker_engine")
+    return request.param
+
+
 @pytest.fixture
-def hostile(hostile_tally, host_pids, request):
+def hostile(hostile_tally, host_pids, request, backend):
     """A tight sandbox; afterwards: reclaimed, nothing left running, caller still works."""
-    sb = open_sandbox("bwrap", SandboxSpec(**TIGHT))
+    sb = open_sandbox(backend, SandboxSpec(**TIGHT))
+    sb.backend = backend
     name = request.node.name
     hostile_tally["tried"].append(name)
     yield sb
@@ -46,6 +66,8 @@ def hostile(hostile_tally, host_pids, request):
     sb.close()
     assert not root.exists()
     assert cgroup is None or all(not p.exists() for p in cgroup.dirs.values())
+    if backend == "docker":
+        assert _containers(sb.id) == []
     if request.node.rep_call.passed:
         hostile_tally["contained"].append(name)
 
@@ -95,9 +117,12 @@ def test_background_child_sleeps_past_timeout(hostile, host_pids):
 
 
 @pytest.mark.parametrize("path", ["/root", str(REPO / "pyproject.toml"), "/etc/shadow",
-                                  "/home", "/proc/1/root/root", "/var/log"])
+                                  "/home", "/proc/1/root/root", "/var/log", "/work"])
 def test_reading_host_files(hostile, path):
-    r = hostile.exec(f"cat {path} || ls {path}")
+    if hostile.backend == "docker" and path in ("/home", "/var/log"):
+        path = f"/proc/1/root{REPO}"      # the image's own /home and /var/log are not the host's
+    read = "cat" if hostile.backend == "docker" and path == "/etc/shadow" else f"cat {path} || ls"
+    r = hostile.exec(f"{read} {path}")     # (the image's own /etc/shadow exists: not listable)
     assert r.exit_code != 0 and r.stdout == ""
 
 
@@ -147,7 +172,7 @@ def test_killing_or_ptracing_the_parent(hostile):
     r = hostile.exec(f"kill -0 {me} {os.getppid()}")
     assert r.exit_code != 0 and "No such process" in r.stderr
     init = hostile.exec("tr '\\0' '\\n' < /proc/1/cmdline | head -1").stdout.strip()
-    assert init.endswith("bwrap")                 # pid 1 is the sandbox's own init
+    assert init.endswith("bwrap" if hostile.backend == "bwrap" else "docker-init")  # own init
     r = hostile.exec(f"kill -9 {me} {os.getppid()}; kill -9 -1; echo done", timeout_s=5)
     assert os.getpid() == me                      # we are still here
     r = hostile.exec("python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); "
@@ -166,7 +191,10 @@ def test_proc_escapes(hostile):
                      f"for f in {PROC_TARGETS}; do : >> $f && echo WROTE $f; done; "
                      "ls /proc/1/cwd/../work 2>/dev/null && echo WORK")
     assert "WROTE" not in r.stdout and "WORK" not in r.stdout
-    assert "process_api" not in r.stdout and "init" not in r.stdout.split("\n")[0]
+    first = r.stdout.split("\n")[0]
+    assert "process_api" not in r.stdout
+    assert first.startswith("/sbin/docker-init -- sleep") if hostile.backend == "docker" \
+        else "init" not in first
 
 
 def test_setuid_and_privilege(hostile):
@@ -179,16 +207,16 @@ def test_setuid_and_privilege(hostile):
     assert r.stdout.strip().splitlines()[-1] != "0"
 
 
-def test_daemons_dead_after_close(host_pids, hostile_tally):
-    hostile_tally["tried"].append("test_daemons_dead_after_close")
-    sb = open_sandbox("bwrap", SandboxSpec(**TIGHT))
+def test_daemons_dead_after_close(host_pids, hostile_tally, backend):
+    hostile_tally["tried"].append(f"test_daemons_dead_after_close[{backend}]")
+    sb = open_sandbox(backend, SandboxSpec(**TIGHT))
     r = sb.exec("setsid nohup sleep 654.321 >/dev/null 2>&1 & (sleep 654.321 &) ; echo started")
     assert r.stdout == "started\n" and not r.timed_out
     assert len(host_pids("654.321")) == 2          # alive between commands, as in docker exec
-    assert sb.exec("pgrep -c sleep").stdout.strip() == "2"
+    assert sb.exec("pgrep -fc 'sleep 654'").stdout.strip() == "2"
     sb.close()
     assert host_pids("654.321") == []
-    hostile_tally["contained"].append("test_daemons_dead_after_close")
+    hostile_tally["contained"].append(f"test_daemons_dead_after_close[{backend}]")
 
 
 def test_kernel_surface_blocked(hostile):
@@ -196,17 +224,22 @@ def test_kernel_surface_blocked(hostile):
                      "for name, nr in ((\"keyctl\", 250), (\"bpf\", 321), (\"init_module\", 175),"
                      " (\"mount\", 165), (\"io_uring_setup\", 425)):\n"
                      "    print(name, libc.syscall(nr, 0, 0, 0, 0, 0), ctypes.get_errno())\n'")
-    assert [line.split()[1:] for line in r.stdout.splitlines()] == [["-1", "1"]] * 5
-
+    got = [line.split()[1:] for line in r.stdout.splitlines()]
+    assert got[:4] == [["-1", "1"]] * 4
+    if hostile.backend == "docker" and got[4] != ["-1", "1"]:
+        pytest.xfail("Docker 20.10's default seccomp profile allows io_uring (docs/sandbox.md)")
+    assert got[4] == ["-1", "1"]
 
 
 def test_overwriting_the_runtime_binary(hostile):
     """The runc CVE-2019-5736 pattern: write the sandbox runtime through /proc/<pid>/exe."""
     import hashlib
 
+    import shutil
+
     from posttrain.sandbox.bwrap_args import find_bwrap
 
-    binary = Path(find_bwrap())
+    binary = Path(find_bwrap() if hostile.backend == "bwrap" else shutil.which("docker-init"))
     before = hashlib.sha256(binary.read_bytes()).hexdigest()
     r = hostile.exec("for p in /proc/[0-9]*; do echo evil > $p/exe && echo WROTE $p; done; "
                      "cp /bin/true /proc/1/exe && echo COPIED")

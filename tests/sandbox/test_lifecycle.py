@@ -102,7 +102,8 @@ def test_cpu_time_limit():
         assert "cpu_time" in sb.enforcement and "rlimit-cpu 1" in sb.enforcement["cpu_time"]
 
 
-def test_docker_backend_without_engine_names_what_is_missing():
+def test_docker_backend_without_engine_names_what_is_missing(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")   # no engine there
     with pytest.raises(SandboxError, match="[Dd]ocker"):
         open_sandbox("docker")
 

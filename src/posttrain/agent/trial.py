@@ -32,7 +32,9 @@ class Verdict:
 def sandbox_spec(task: Task) -> SandboxSpec:
     env = task.config.environment
     return SandboxSpec(network=task.config.network_mode, memory_mb=env.memory_mb,
-                       cpus=float(env.cpus), env=dict(env.env), workdir=env.workdir)
+                       cpus=float(env.cpus), env=dict(env.env), workdir=env.workdir,
+                       user=task.config.agent.user, verifier_user=task.config.verifier.user,
+                       build_timeout_s=float(env.build_timeout_sec))
 
 
 def open_task_sandbox(task: Task, backend: str = "bwrap") -> Sandbox:

@@ -3,6 +3,7 @@
     posttrain sandbox run -- bash -c 'id; ls /'
     posttrain sandbox run --memory-mb 256 --pids 64 --timeout 5 --json -- python3 -c 'print(1)'
     posttrain sandbox run --task tasks/hello -- ls -la /app
+    posttrain sandbox prune [--older-than-days 7] [--all]     (docker containers and images)
 For debugging tasks and for checking the isolation by hand; the exit status is the
 command's. `--json` prints the ExecResult plus how each limit was enforced.
 """
@@ -82,6 +83,18 @@ def reap_sandboxes() -> None:
     r = reap()
     print(f"reclaimed {len(r.sandboxes)} sandboxes, killed {r.processes_killed} processes, "
           f"removed {r.cgroups_removed} cgroups")
+
+
+@sandbox_app.command("prune")
+def prune(
+    older_than_days: float = typer.Option(7.0, help="Remove cached task images older than this."),
+    all_images: bool = typer.Option(False, "--all", help="Remove every cached task image."),
+) -> None:
+    """Docker backend cleanup: containers whose owner died, and old cached task images."""
+    from posttrain.sandbox.docker_cleanup import prune as prune_docker
+
+    removed = prune_docker(older_than_days, all_images)
+    print(f"removed {len(removed['containers'])} containers, {len(removed['images'])} images")
 
 
 def register(app: typer.Typer) -> None:

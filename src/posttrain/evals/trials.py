@@ -85,6 +85,8 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
         sandbox = sandboxes.acquire(task)
     except Exception as e:  # the environment could not be built: not the model's fault
         rec.error = f"sandbox setup failed: {type(e).__name__}: {e}"
+        if getattr(e, "log_tail", None):        # a failed image build: its log's tail
+            files["build-log-tail.txt"] = e.log_tail
         return _finish(rec, t0, run, files, c)
     rec.timings["setup_s"] = time.perf_counter() - t0
     try:

@@ -33,6 +33,9 @@ class SandboxSpec:
     output_hard_limit: int = 64 * 1024 * 1024  # total bytes read before the command is killed
     mount_points: tuple[str, ...] = ("/tests", "/solution")  # `mounts` the warm runner serves
     warm: bool = True                    # one persistent in-sandbox runner (False: bwrap per exec)
+    user: str | None = None              # "root": docker runs as root (bwrap is never root)
+    verifier_user: str | None = None     # docker: who runs commands given /tests (None: `user`)
+    build_timeout_s: float | None = None  # image builds (docker), from build_timeout_sec
 
 
 class Sandbox(abc.ABC):

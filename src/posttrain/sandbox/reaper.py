@@ -75,6 +75,10 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
             report.processes_killed += 1
         except (ProcessLookupError, PermissionError):
             pass
+    if record.get("container"):          # a docker sandbox: its container goes too
+        from posttrain.sandbox.docker_cleanup import remove_container
+
+        remove_container(record["container"])
     for path in record.get("cgroups", []):
         report.processes_killed += _remove_cgroup(Path(path))
         report.cgroups_removed += 1

@@ -7,6 +7,9 @@ run-tests.sh with TEST_DIR=/tests and writes reward 1 or 0 from pytest's summary
 every path. TB1 built its image from the task root, so every other file of the task
 goes to environment/ beside the Dockerfile and COPY paths keep working. TB1 tests
 usually install pytest from the network, so imported tasks ask for network_mode public.
+TB1 ran its tests as root (they may write outside /app), so the verifier user is root;
+the agent keeps the backend's unprivileged default. Keystroke solutions and heredoc
+COPY are converted (tb1_fidelity.py); run-tests.sh needs no run bit (bash runs it).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import yaml
 from posttrain.errors import TaskError
 from posttrain.tasks.config import TaskConfig
 from posttrain.tasks.task import dump_config
+from posttrain.tasks.tb1_fidelity import expand_heredocs, keystrokes
 
 TB1_FILES = ("task.yaml", "solution.sh", "solution.yaml", "run-tests.sh", "tests",
              "docker-compose.yaml", "docker-compose.yml")
@@ -69,7 +73,8 @@ def _config(task_id: str, meta: dict) -> TaskConfig:
         "metadata": {"source": "terminal-bench-1",
                      **{k: meta[k] for k in META_KEYS if meta.get(k) is not None}},
         "agent": {"timeout_sec": float(meta.get("max_agent_timeout_sec", AGENT_TIMEOUT))},
-        "verifier": {"timeout_sec": float(meta.get("max_test_timeout_sec", TEST_TIMEOUT))},
+        "verifier": {"timeout_sec": float(meta.get("max_test_timeout_sec", TEST_TIMEOUT)),
+                     "user": "root"},
         "environment": {"network_mode": "public"},
     })
 
@@ -78,11 +83,20 @@ def _solution(src: Path, dest: Path) -> None:
     dest.mkdir(parents=True)
     if (src / "solution.sh").is_file():
         shutil.copy2(src / "solution.sh", dest / "solve.sh")
+        body = (src / "solution.sh").read_text(encoding="utf-8", errors="replace")
+        body = "".join(ln for ln in body.splitlines(keepends=True) if not ln.startswith("#!"))
+        if body.strip():        # the oracle as one agent turn (demonstrations for SFT)
+            (dest / "steps.json").write_text(json.dumps([body.strip() + "\n"], indent=1) + "\n")
     elif (src / "solution.yaml").is_file():
         steps = yaml.safe_load((src / "solution.yaml").read_text()) or []
-        commands = [s["command"] if isinstance(s, dict) else str(s) for s in steps]
-        (dest / "solve.sh").write_text("#!/bin/bash\n" + "\n".join(commands) + "\n")
-        (dest / "steps.json").write_text(json.dumps(commands, indent=1) + "\n")
+        if not isinstance(steps, list):
+            raise TaskError(f"{src / 'solution.yaml'}: must be a list of keystroke steps")
+        stream, turns = keystrokes(steps)
+        (dest / "keystrokes.txt").write_text(stream)
+        (dest / "solve.sh").write_text("#!/bin/bash\n# TB1 keystrokes, typed into bash's stdin\n"
+                                       'exec bash < "$(dirname "$0")/keystrokes.txt"\n')
+        if turns:
+            (dest / "steps.json").write_text(json.dumps(turns, indent=1) + "\n")
     else:
         raise TaskError(f"{src}: no solution.sh or solution.yaml")
     (dest / "solve.sh").chmod(0o755)
@@ -110,12 +124,14 @@ def import_task(src: Path, out_root: Path) -> Path:
             shutil.copytree(p, env / p.name, symlinks=True)
         else:
             shutil.copy2(p, env / p.name, follow_symlinks=False)
+    expand_heredocs(env / "Dockerfile")
     _solution(src, dest / "solution")
     tests = dest / "tests"
     if (src / "tests").is_dir():
         shutil.copytree(src / "tests", tests, symlinks=True)
     tests.mkdir(exist_ok=True)
     shutil.copy2(src / "run-tests.sh", tests / "run-tests.sh")
+    (tests / "run-tests.sh").chmod(0o755)
     (tests / "test.sh").write_text(TEST_SH)
     (tests / "test.sh").chmod(0o755)
     return dest

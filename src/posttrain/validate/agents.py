@@ -20,10 +20,14 @@ WRITE_RES = (re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?|\bmkdir\s+(?:-p\s+)?|\btouch
                         + PATH_RE.pattern + ")"),
              re.compile(r"open\(\s*[\"'](/[^\"']+)[\"']\s*,\s*[\"'][wax]"))
 WORD_RE = re.compile(r"(?<![\w./$-])([A-Za-z_][A-Za-z0-9_.+-]{1,30})(?![\w/])")
+# Payloads also print a passing pytest summary line, for verifiers that parse pytest's
+# output (Terminal-Bench 1's) rather than trust a reward file.
 PAYLOAD_SH = ("#!/bin/sh\n/bin/mkdir -p /logs/verifier 2>/dev/null\n"
-              "echo 1 > /logs/verifier/reward.txt 2>/dev/null\nexit 0\n")
+              "echo 1 > /logs/verifier/reward.txt 2>/dev/null\n"
+              "echo 'PASSED test_outputs.py::test_payload'\nexit 0\n")
 PAYLOAD_PY = ("import os, sys\nos.makedirs('/logs/verifier', exist_ok=True)\n"
-              "open('/logs/verifier/reward.txt', 'w').write('1\\n')\nsys.exit(0)\n")
+              "open('/logs/verifier/reward.txt', 'w').write('1\\n')\n"
+              "print('PASSED test_outputs.py::test_payload')\nsys.exit(0)\n")
 SHADOW_DIRS = ("/app", "/app/bin", "/app/.local/bin", "/tmp", "/tmp/bin", "/usr/local/bin")
 ALWAYS_SHADOW = ("python", "python3", "pytest", "bash", "sh", "diff", "cmp", "grep", "test")
 

@@ -25,6 +25,25 @@ def _solved(reward: float, cfg: ValidateConfig) -> bool:
     return reward >= cfg.pass_threshold - 1e-9
 
 
+NETWORK_ERRORS = re.compile(r"Could not resolve host|Temporary failure in name resolution|"
+                            r"Name or service not known|Network is unreachable|No route to host|"
+                            r"Failed to establish a new connection|getaddrinfo failed|"
+                            r"nodename nor servname|Connection refused", re.I)
+
+
+def failure_note(a: Attempt) -> str:
+    """Why an attempt failed, in one line: the verifier needs network, else the last line
+    of the verifier's (or the oracle's) output."""
+    for text in (a.verifier_tail, a.agent_tail):
+        hit = next((ln for ln in text.splitlines() if NETWORK_ERRORS.search(ln)), None)
+        if hit:
+            return f"the verifier needs network ({hit.strip()[:160]})"
+    for text in (a.verifier_tail, a.agent_tail):
+        if text.strip():
+            return text.strip().splitlines()[-1][:200]
+    return ""
+
+
 def _first_error(a: Attempt) -> str:
     """The first verifier error, with the sandbox's host directory shown as /logs/verifier."""
     return re.sub(r"/\S*?/logs/verifier", "/logs/verifier", next((e for e in a.errors if e), ""))
@@ -46,7 +65,11 @@ def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
           "repeat_rewards": runs[0].rewards, "errors": sorted({_first_error(a) for a in runs} - {""})}
     if passes == len(runs):
         return Check("oracle", True, evidence=ev)
+    failed = next(a for a in runs if not _solved(a.reward, cfg))
+    ev.update(oracle_output_tail=failed.agent_tail, verifier_output_tail=failed.verifier_tail)
+    note = failure_note(failed)
     why = ev["errors"][0] if ev["errors"] else f"rewards {ev['rewards']}"
+    why += f"; {note}" if note else ""
     if passes == 0:
         return Check("oracle", False, "broken", f"the oracle never passes ({len(runs)} runs; {why})", ev)
     return Check("oracle", False, "flaky", f"the oracle passed {passes} of {len(runs)} runs "

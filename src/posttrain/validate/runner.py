@@ -55,7 +55,8 @@ def _run_one(name: str, task, cfg: ValidateConfig, checks: dict[str, Check]) -> 
     try:
         check, keep = DYNAMIC[name](task, cfg, checks), True
     except PosttrainError as e:            # the task's own fault, e.g. an unsupported Dockerfile
-        check, keep = Check(name, False, "broken", str(e)), True
+        ev = {"build_log_tail": e.log_tail} if getattr(e, "log_tail", None) else {}
+        check, keep = Check(name, False, "broken", str(e), ev), True
     except Exception as e:                 # infrastructure: report, do not remember
         check, keep = Check(name, False, "broken", f"infra error: {type(e).__name__}: {e}"), False
     check.seconds = round(time.perf_counter() - t0, 3)

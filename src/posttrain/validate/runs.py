@@ -31,6 +31,9 @@ class Attempt:
     before: Snapshot = field(default_factory=dict)
     after: Snapshot = field(default_factory=dict)
     extra: object = None
+    agent_tail: str = ""          # the last lines of the agent's (or oracle's) output
+    verifier_tail: str = ""       # and of the first verifier run's
+
 
     @property
     def reward(self) -> float:
@@ -60,6 +63,14 @@ def snapshot(sandbox: Sandbox) -> Snapshot:
     return out
 
 
+def tail(result, lines: int = 15) -> str:
+    """The last lines of a command's stdout and stderr together."""
+    if result is None:
+        return ""
+    text = (result.stdout or "") + (result.stderr or "")
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
 def run_oracle_script(task: Task, sandbox: Sandbox, solution_dir: Path | None = None):
     return sandbox.exec("bash /solution/solve.sh", timeout_s=float(task.config.agent.timeout_sec),
                         env=dict(task.config.solution.env),
@@ -79,12 +90,15 @@ def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracl
         else:
             result = sandbox.exec(script or "true", timeout_s=cfg.probe_timeout_s)
         out.agent_exit, out.agent_timed_out = result.exit_code, result.timed_out
+        out.agent_tail = tail(result)
         if track:
             out.after = snapshot(sandbox)
         if after_agent is not None:
             out.extra = after_agent(sandbox, out)
         for _ in range(verifies):
             v = verify(task, sandbox)
+            if not out.rewards:
+                out.verifier_tail = tail(v.result)
             out.rewards.append(v.reward)
             out.statuses.append(v.status)
             out.errors.append(v.error)

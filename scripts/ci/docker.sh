@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# CI: a Docker engine from Debian packages and the base images the docker tests need,
+# made from Debian packages (nothing is pulled from an image registry). Idempotent:
+# installs only what is missing, starts dockerd only when none answers, builds an
+# image only when it is absent (the debootstrap tree is cached as a tarball).
+#   bash scripts/ci/docker.sh          install, start, build images
+#   bash scripts/ci/docker.sh stop     remove posttrain containers, stop the dockerd we started
+set -euo pipefail
+CACHE=${POSTTRAIN_DOCKER_CACHE:-/var/cache/posttrain-docker}
+BASE=${POSTTRAIN_DOCKER_BASE:-posttrain/bookworm:latest}
+PIDFILE=$CACHE/dockerd.pid
+mkdir -p "$CACHE"
+
+stop() {
+  ids=$(docker ps -aq --filter label=posttrain.sandbox 2>/dev/null || true)
+  [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+  if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    kill "$(cat "$PIDFILE")"
+    for _ in $(seq 50); do kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break; sleep 0.2; done
+    rm -f "$PIDFILE"
+    echo "docker.sh: dockerd stopped"
+  fi
+}
+[ "${1:-}" = stop ] && { stop; exit 0; }
+
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq docker.io debootstrap >/dev/null
+fi
+
+if ! docker version >/dev/null 2>&1; then
+  # dockerd from the Debian package (20.10); its log goes to the cache dir.
+  /usr/sbin/dockerd >"$CACHE/dockerd.log" 2>&1 &
+  echo $! >"$PIDFILE"
+  for _ in $(seq 100); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
+  docker version >/dev/null 2>&1 || { tail -20 "$CACHE/dockerd.log"; exit 1; }
+fi
+
+if ! docker image inspect "$BASE" >/dev/null 2>&1; then
+  tarball=$CACHE/bookworm-minbase.tar
+  if [ ! -s "$tarball" ]; then
+    tree=$(mktemp -d)
+    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,procps \
+      bookworm "$tree" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
+      || { tail -20 "$CACHE/debootstrap.log"; exit 1; }
+    rm -rf "$tree"/var/cache/apt/archives/*.deb "$tree"/var/lib/apt/lists/*
+    tar -C "$tree" -cf "$tarball" .
+    rm -rf "$tree"
+  fi
+  docker import -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    -c 'CMD ["bash"]' "$tarball" "$BASE" >/dev/null
+fi
+echo "docker.sh: engine $(docker version --format '{{.Server.Version}}'), base image $BASE"

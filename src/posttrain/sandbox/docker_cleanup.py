@@ -1,0 +1,56 @@
+"""Cleanup for the docker backend: containers of sandboxes whose owner died, and the
+image cache. Policy: containers are removed by close() and, if their owner crashed, by
+the reaper; task images stay cached (keyed by build-context hash) until `prune`
+removes those unused for `older_than_days` (or all of them)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+from posttrain.sandbox import docker_engine as engine
+
+
+def remove_container(name: str) -> None:
+    cli = shutil.which("docker")
+    if cli:
+        subprocess.run([cli, "rm", "-f", name], capture_output=True, timeout=120)
+
+
+def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
+    """Remove posttrain containers whose owner process is gone and cached task images
+    older than the cutoff (all of them with all_images); returns what was removed."""
+    cli = engine.engine_cli()
+    removed = {"containers": [], "images": []}
+    out = engine.run(cli, "ps", "-a", "--filter", f"label={engine.LABEL}", "--format",
+                     '{{.ID}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
+    for line in out.splitlines():
+        cid, _, owner = line.partition(" ")
+        if not owner.isdigit() or not _alive(int(owner)):
+            engine.run(cli, "rm", "-f", cid, check=False)
+            removed["containers"].append(cid)
+    cutoff = time.time() - older_than_days * 86400
+    out = engine.run(cli, "images", "--filter", f"label={engine.IMAGE_LABEL}", "--format",
+                     "{{.Repository}}:{{.Tag}}").stdout.decode()
+    for image in out.split():
+        created = engine.inspect(cli, image, "{{.Created}}")
+        if all_images or _timestamp(created) < cutoff:
+            if engine.run(cli, "rmi", image, check=False).returncode == 0:
+                removed["images"].append(image)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    return Path(f"/proc/{pid}").exists()
+
+
+def _timestamp(created: str) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(created[:26].rstrip("Z")).timestamp()
+    except ValueError:
+        return 0.0

@@ -1,0 +1,70 @@
+"""The container engine behind the docker backend: find its CLI, check that it answers,
+and run its commands with one clear error line when they fail.
+
+The backend talks to the engine through its CLI, not the Python SDK: the CLI is the
+interface Docker and Podman share (POSTTRAIN_CONTAINER_CLI=podman picks Podman), it
+needs no extra dependency, and `docker build` streams its log as plain text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from posttrain.errors import SandboxError
+
+LABEL = "posttrain.sandbox"          # on every container we start: `prune` finds them by it
+IMAGE_LABEL = "posttrain.context"    # on every image we build: the build context's hash
+
+
+def engine_cli() -> str:
+    """The engine's CLI if an engine answers through it; a one-line SandboxError otherwise."""
+    name = os.environ.get("POSTTRAIN_CONTAINER_CLI", "docker")
+    cli = shutil.which(name)
+    if cli is None:
+        raise SandboxError(f"the docker backend needs a container engine, and there is no "
+                           f"`{name}` CLI on PATH; install Docker (or Podman with "
+                           "POSTTRAIN_CONTAINER_CLI=podman) or use the bwrap backend")
+    try:
+        done = subprocess.run([cli, "version", "--format", "{{.Server.Version}}"],
+                              capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        raise SandboxError(f"the docker backend needs a running engine; `{name} version` did "
+                           "not answer in 15 s") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        why = next((ln for ln in lines if "daemon" in ln.lower() or "connect" in ln.lower()),
+                   lines[-1] if lines else "no answer")
+        raise SandboxError(f"the Docker engine is not running or not reachable (DOCKER_HOST or "
+                           f"/var/run/docker.sock): {why.strip()}; start dockerd "
+                           "(scripts/ci/docker.sh) or use the bwrap backend")
+    return cli
+
+
+def run(cli: str, *args: str, timeout: float = 120, check: bool = True,
+        stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """`cli args...`; raises SandboxError with the last stderr line when check and it fails."""
+    try:
+        done = subprocess.run([cli, *args], capture_output=True, timeout=timeout, input=stdin)
+    except subprocess.TimeoutExpired:
+        raise SandboxError(f"{os.path.basename(cli)} {args[0]} did not finish in {timeout:g} s") \
+            from None
+    if check and done.returncode != 0:
+        raise SandboxError(f"{os.path.basename(cli)} {' '.join(args[:2])} failed: "
+                           f"{last_line(done.stderr.decode(errors='replace'))}")
+    return done
+
+
+def last_line(text: str) -> str:
+    """The last non-empty line: engines print banners and warnings before the real error."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def image_exists(cli: str, image: str) -> bool:
+    return run(cli, "image", "inspect", image, check=False, timeout=30).returncode == 0
+
+
+def inspect(cli: str, what: str, fmt: str) -> str:
+    return run(cli, "inspect", "--format", fmt, what, timeout=30).stdout.decode().strip()
