@@ -19,3 +19,7 @@ class VerifierError(PosttrainError):
 
 class SandboxError(PosttrainError):
     """A sandbox could not be created or used."""
+
+
+class EngineError(PosttrainError):
+    """A rollout engine server is unreachable, failed, or answered something unusable."""
