@@ -18,6 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
+
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.http_json import JSONClient
 from posttrain.engine.weight_files import staged_weights
@@ -138,10 +140,14 @@ class VLLMEngine(Engine):
         return list(data["tokens"])
 
     def alive(self) -> bool:
+        return self.is_up(self.base_url)
+
+    @staticmethod
+    def is_up(base_url: str) -> bool:
+        """Whether the server answers /health now (no retry)."""
         try:
-            self.http.call("GET", "/health", timeout=5.0)
-            return True
-        except EngineError:
+            return httpx.get(base_url.rstrip("/") + "/health", timeout=5.0).status_code == 200
+        except httpx.HTTPError:
             return False
 
     def close(self) -> None:

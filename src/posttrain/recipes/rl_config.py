@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
+from posttrain.engine.served_config import EnginesConfig
 from posttrain.recipes.config_io import load_model
 from posttrain.rollout.config import RolloutConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
@@ -61,6 +62,7 @@ class RLRunConfig(_Section):
     algo: AlgoConfig = AlgoConfig()
     optim: RLOptimConfig = RLOptimConfig()
     agent: AgentConfig = AgentConfig()
+    engines: EnginesConfig = EnginesConfig()  # embedded, or vLLM servers (recipes/served_engine.py)
 
     @property
     def run_dir(self) -> Path:
