@@ -107,7 +107,8 @@ class GatedEngine(LockedEngine):
     def check(self, model, version: int, at_start: bool = False) -> Conformance:
         report, comps, _ = measure(self, model, self.prompts, self.temperature, self.cfg.probe_tokens, version)
         self.last = report
-        over = report.max_abs > self.cfg.max_abs_logp or report.mean_abs > self.cfg.mean_abs_logp
+        over = (report.max_abs > self.cfg.max_abs_logp or report.mean_abs > self.cfg.mean_abs_logp
+                or report.engine_version != version)
         why = diagnose(report, model, self.prompts, comps, self.temperature, self.cfg.dtype) if over else ""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a", encoding="utf-8") as f:
