@@ -12,9 +12,11 @@ restarted server answers.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.routing import AffinityRouter
@@ -30,13 +32,15 @@ class ReplicaSet(Engine):
 
     def __init__(self, replicas: list[VLLMEngine], router: AffinityRouter | None = None,
                  revive: Callable[[int], None] | None = None, ready: Callable[[int], bool] | None = None,
-                 reconnect: Callable[[int], VLLMEngine] | None = None):
+                 reconnect: Callable[[int], VLLMEngine] | None = None, log_path: Path | None = None):
         self.replicas = list(replicas)
         self.router = router or AffinityRouter()
         self._revive, self._ready, self._reconnect = revive, ready, reconnect
         self.live = set(range(len(replicas)))
         self.policy_version = 0
-        self.events: list[dict] = []  # take-outs and rejoins, for the run's log and tests
+        self.events: list[dict] = []  # take-outs and rejoins, also appended to log_path
+        self.log_path = log_path
+        self.served_calls = [0] * len(replicas)
         self.last_sync: dict = {}
         self._lock = threading.Lock()
 
@@ -53,8 +57,8 @@ class ReplicaSet(Engine):
                 return
             self.live.discard(i)
             self.router.forget(i)
-            self.events.append({"event": "take_out", "replica": i, "reason": reason[:300],
-                                "version": self.policy_version, "t": time.time()})
+            self._event({"event": "take_out", "replica": i, "reason": reason[:300],
+                         "version": self.policy_version})
         if self._revive is not None:
             self._revive(i)
 
@@ -64,7 +68,9 @@ class ReplicaSet(Engine):
             i = self._pick(prompts[0])
             replica = self.replicas[i]
             try:
-                return replica.generate(prompts, params)
+                out = replica.generate(prompts, params)
+                self.served_calls[i] += 1
+                return out
             except EngineError as e:
                 if replica.healthy and replica.alive():
                     raise  # the server answered: the request itself failed; say so
@@ -101,8 +107,20 @@ class ReplicaSet(Engine):
                 continue  # stays out; tried again at the next update
             with self._lock:
                 self.live.add(i)
-                self.events.append({"event": "rejoin", "replica": i, "version": version, "t": time.time()})
+                self._event({"event": "rejoin", "replica": i, "version": version})
+
+    def _event(self, event: dict) -> None:
+        """Record under self._lock (or before any thread can race)."""
+        event["t"] = time.time()
+        self.events.append(event)
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(event) + "\n")
 
     def close(self) -> None:
+        with self._lock:
+            self._event({"event": "close", "live": sorted(self.live), "served_calls": self.served_calls,
+                         "version": self.policy_version})
         for r in self.replicas:
             r.close()

@@ -59,7 +59,7 @@ def _start_servers(ec: EnginesConfig, model, tok, run_dir: Path, stack) -> list[
     return servers
 
 
-def _replica_set(ec: EnginesConfig, urls: list[str], servers: list[EngineServer]) -> ReplicaSet:
+def _replica_set(ec: EnginesConfig, urls: list[str], servers: list[EngineServer], log: Path) -> ReplicaSet:
     def revive(i: int) -> None:  # restart a dead server in the background; rejoins on an update
         s = servers[i]
         if not s.running():
@@ -73,7 +73,7 @@ def _replica_set(ec: EnginesConfig, urls: list[str], servers: list[EngineServer]
 
     replicas = [VLLMEngine(u, max_concurrent=ec.max_concurrent) for u in urls]
     hooks = dict(revive=revive, ready=ready, reconnect=reconnect) if servers else {}
-    return ReplicaSet(replicas, AffinityRouter(ec.affinity_slack_tokens), **hooks)
+    return ReplicaSet(replicas, AffinityRouter(ec.affinity_slack_tokens), log_path=log, **hooks)
 
 
 @contextlib.contextmanager
@@ -84,7 +84,7 @@ def served_rollout_engine(cfg, model, tok):
     with contextlib.ExitStack() as stack:
         servers = [] if ec.urls else _start_servers(ec, model, tok, run_dir, stack)
         urls = list(ec.urls) or [s.url for s in servers]
-        replicas = _replica_set(ec, urls, servers)
+        replicas = _replica_set(ec, urls, servers, run_dir / "engines" / "replicas.jsonl")
         stack.callback(replicas.close)
         for r in replicas.replicas:
             check_tokenizer(r, tok)
