@@ -21,7 +21,7 @@ def _replica_group(run, i: int) -> int:
 
 
 def test_a_killed_replica_is_taken_out_and_rejoins_with_fresh_weights(tmp_path, smollm2_dir, vllm_python):
-    steps = 16
+    steps = 24  # the restarted server needs 1-3 minutes before it can rejoin
     args = [sys.executable, "-m", "posttrain.cli", "rl", "examples/rl_vllm.toml",
             "--set", f'runs_dir="{tmp_path}"', "--set", f'policy.init="{smollm2_dir}"',
             "--set", f'engines.python="{vllm_python}"', "--set", "engines.replicas=2",

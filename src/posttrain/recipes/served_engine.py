@@ -60,10 +60,11 @@ def _start_servers(ec: EnginesConfig, model, tok, run_dir: Path, stack) -> list[
 
 
 def _replica_set(ec: EnginesConfig, urls: list[str], servers: list[EngineServer], log: Path) -> ReplicaSet:
-    def revive(i: int) -> None:  # restart a dead server in the background; rejoins on an update
+    def revive(i: int) -> None:
+        """Restart the server in the background (stop first: a server that failed an update may
+        still run, with mixed weights); it rejoins at an update once it answers."""
         s = servers[i]
-        if not s.running():
-            threading.Thread(target=lambda: (s.stop(), s.launch()), daemon=True).start()
+        threading.Thread(target=lambda: (s.stop(), s.launch()), daemon=True, name=f"revive-{i}").start()
 
     def ready(i: int) -> bool:
         return servers[i].running() and VLLMEngine.is_up(servers[i].url)
