@@ -35,7 +35,7 @@ def unique_tensors(state_dict: dict) -> dict[str, torch.Tensor]:
 
 def prefix_for(pid: int | None = None) -> str:
     """Name prefix of every directory this process stages (the watchdog removes them)."""
-    return f"posttrain-weights-{pid or os.getpid()}-"
+    return f"posttrain-vllm-weights-{pid or os.getpid()}-"
 
 
 @contextlib.contextmanager
