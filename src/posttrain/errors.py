@@ -24,3 +24,7 @@ class Terminated(KeyboardInterrupt):
 
 class SandboxError(PosttrainError):
     """A sandbox could not be created or used."""
+
+
+class EngineError(PosttrainError):
+    """A rollout engine server is unreachable, failed, or answered something unusable."""

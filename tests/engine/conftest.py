@@ -1,4 +1,10 @@
-"""Shared fixtures for engine tests: one tiny tokenizer and model, built in-process."""
+"""Shared fixtures for engine tests: one tiny tokenizer and model, built in-process; the vLLM
+environment and SmolLM2 for the slow vLLM tests."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +30,63 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def model(tokenizer):
     return build_tiny_model(len(tokenizer), seed=0)
+
+
+# ---- vLLM (slow tests): its own venv from scripts/vllm_env.sh, SmolLM2 from `models import` ----
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _need(what: str, how: str):
+    """In CI (CI=true) a missing piece fails the test; elsewhere it skips with the reason."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} is missing in CI; {how}")
+    pytest.skip(f"{what} is not set up; {how}")
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    py = REPO / ".venv-vllm" / "bin" / "python"
+    if os.environ.get("CI") == "true":
+        subprocess.run(["bash", str(REPO / "scripts" / "vllm_env.sh")], check=True, stdout=subprocess.DEVNULL)
+    if not py.exists() or subprocess.run([str(py), "-c", "import vllm"], capture_output=True).returncode:
+        _need("the vLLM environment .venv-vllm", "run: bash scripts/vllm_env.sh")
+    return str(py)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    from posttrain.engine.gguf_import import cache_dir
+
+    path = cache_dir() / "models" / "smollm2-135m-instruct"
+    if not (path / "config.json").is_file():
+        _need("SmolLM2-135M-Instruct", "run: posttrain models import (docs/engine.md)")
+    return path
+
+
+def server_groups(run_dir: Path) -> set[int]:
+    """Process groups of the run's engine servers: each watchdog's child leads one."""
+    groups = set()
+    for server in json.loads((run_dir / "engines" / "servers.json").read_text()):
+        pid = server["watchdog_pid"]
+        groups |= {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    return groups
+
+
+def alive_in(groups: set[int]) -> list[int]:
+    """Pids of live (not zombie) processes in any of these process groups."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) in groups:
+            out.append(int(d.name))
+    return out
+
+
+def staged_dirs() -> set[str]:
+    from posttrain.engine.weight_files import shm_root
+
+    return {p.name for p in shm_root().glob("posttrain-vllm-weights-*")}

@@ -130,7 +130,7 @@ def load_policy(directory: str | Path, dtype: torch.dtype = torch.float32):
     """Load (model, tokenizer) from an HF checkpoint directory (Llama/Qwen2 family)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(directory)
+    path = Path(directory).expanduser()
     if not (path / "config.json").is_file():
         raise PosttrainError(f"not a model directory (no config.json): {path}")
     try:

@@ -110,7 +110,14 @@ def replay_rl(cfg: RLRunConfig) -> Path:
 @contextlib.contextmanager
 def rollout_engine(cfg: RLRunConfig, model, tok):
     """The sampler's engine over a copy of the policy: in this process, or (rollout.engine_process)
-    in a child process that generates on its own core while the trainer computes."""
+    in a child process that generates on its own core while the trainer computes, or (engines.kind)
+    on engine servers."""
+    if cfg.engines.kind != "embedded":
+        from posttrain.recipes.served_engine import served_rollout_engine
+
+        with served_rollout_engine(cfg, model, tok) as engine:
+            yield engine
+        return
     if not cfg.rollout.engine_process:
         yield LockedEngine(LocalEngine(copy.deepcopy(model), tok))
         return

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
+from posttrain.engine.served_config import EnginesConfig
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
@@ -66,6 +67,7 @@ class RLRunConfig(_Section):
     agent: AgentConfig = AgentConfig()
     domains: list[DomainConfig] = []       # [[domains]] tables; none: [tasks] is the one domain
     schedule: ScheduleConfig = ScheduleConfig()
+    engines: EnginesConfig = EnginesConfig()  # embedded, or vLLM servers (recipes/served_engine.py)
 
     @property
     def run_dir(self) -> Path:

@@ -1,0 +1,37 @@
+"""EnginesConfig: which rollout engine `posttrain rl` samples from (the embedded one, or vLLM
+servers it starts or attaches to) and the conformance gate's thresholds; checked when built."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class EnginesConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["embedded", "vllm"] = "embedded"
+    urls: list[str] = []                     # attach to these running servers instead of starting
+    replicas: int = Field(1, ge=1)           # servers to start (one process group each)
+    python: str = ".venv-vllm/bin/python"    # vLLM's own environment (scripts/vllm_env.sh)
+    extra_args: list[str] = []               # appended to the server command
+    dtype: str = "float32"                   # the trainer's dtype: anything else shows as mismatch
+    max_model_len: int = Field(2048, ge=16)
+    kv_cache_gib: int = Field(1, ge=1)       # VLLM_CPU_KVCACHE_SPACE per replica
+    cores: list[str] = []                    # VLLM_CPU_OMP_THREADS_BIND per replica ("0", "1", ...)
+    startup_timeout_s: float = Field(600.0, gt=0)
+    max_concurrent: int = Field(32, ge=1)    # requests in flight per replica
+    affinity_slack_tokens: int = Field(4096, ge=0)  # overload guard of prefix-affine routing
+    # Conformance gate: engine logprobs vs the trainer's forward on fixed probes.
+    check_every: int = Field(1, ge=0)        # weight updates between checks; 0 = only at start
+    probes: int = Field(4, ge=1)
+    probe_tokens: int = Field(16, ge=1)
+    max_abs_logp: float = Field(0.05, gt=0)  # refuse to start above this max |Δlogp|
+    mean_abs_logp: float = Field(0.005, gt=0)  # ... or above this mean |Δlogp|
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.cores and len(self.cores) != self.replicas:
+            raise ValueError(f"engines.cores names {len(self.cores)} replicas, engines.replicas is {self.replicas}")
+        return self
