@@ -73,13 +73,14 @@ def _add(pkg: Package, rng: random.Random, module: int) -> None:
 
 
 def build_package(rng: random.Random, n_tokens: int, count) -> Package:
-    pkg, module, total = Package(), 0, 0
-    while total < n_tokens:
+    pkg, module, done = Package(), 0, 0          # done: tokens of the finished modules
+    while True:
         for _ in range(PER_MODULE):
             _add(pkg, rng, module)
-        total += count(pkg.module_source(module))
+            if done + count(pkg.module_source(module)) >= n_tokens:
+                return pkg
+        done += count(pkg.module_source(module))
         module += 1
-    return pkg
 
 
 def code_exec(rng: random.Random, pkg: Package) -> tuple[str, list[str]]:

@@ -45,7 +45,8 @@ class Knobs(BaseModel):
 
 def _haystack(rng, probe, k: Knobs, count) -> dict[str, str]:
     """{relative path: text} of the haystack for a text family."""
-    budget = max(100, k.tokens - sum(count(n) for n in probe.needles) - 150)
+    lines = probe.needles + [ln for doc in probe.documents.values() for ln in doc]
+    budget = max(100, k.tokens - sum(count(" " + n) for n in lines) - 150)
     if probe.documents:
         per = budget // len(probe.documents)
         return {f"docs/{name}": paragraphs(insert(filler(rng, per, count), lines, rng), rng)
