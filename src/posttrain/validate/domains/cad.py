@@ -54,9 +54,9 @@ def inverted_mesh(task: Task) -> str:
 
 
 def target_reader(task: Task) -> str:
-    return ("for f in /tests/*.obj /tests/expected.json /solution/part.obj $(find / -xdev "
-            "\\( -name '*.obj' -o -name '*.stl' -o -name 'expected.json' \\) -not -path '/proc/*' "
-            "2>/dev/null | head -20); do [ -f \"$f\" ] && [ \"$f\" != /app/part.obj ] && "
+    return ("for f in /tests/*.obj /tests/expected.json /solution/part.obj $(find /app /tmp /home "
+            "/root /opt /srv /mnt /var /usr/local \\( -name '*.obj' -o -name '*.stl' -o -name "
+            "'expected.json' \\) 2>/dev/null | head -20); do [ -f \"$f\" ] && [ \"$f\" != /app/part.obj ] && "
             "cp \"$f\" /app/part.obj && break; done; true\n")
 
 
