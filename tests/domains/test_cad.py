@@ -3,11 +3,17 @@ credit, and the box, hull, empty, inverted and target-reader probes (weakened va
 caught)."""
 
 import json
+import os
 
 import pytest
 
-pytest.importorskip("manifold3d")
-pytest.importorskip("trimesh")
+try:
+    import manifold3d  # noqa: F401
+    import trimesh  # noqa: F401
+except ImportError:
+    if os.environ.get("CI") == "true":       # CI installs the extra: never skip there
+        raise
+    pytest.skip("the cad extra is not installed: pip install -e '.[cad]'", allow_module_level=True)
 
 from posttrain.tasks import read_task  # noqa: E402
 from posttrain.tasks.suites import generate  # noqa: E402
@@ -62,16 +68,16 @@ def test_absolute_units_and_open_meshes(task):
 
 def test_partial_part_is_graded_between_probes_and_oracle(tmp_path):
     """The base sketch alone (no holes, pockets or bosses) on an L-plate scores in between."""
-    from manifold3d import CrossSection
+    import re
+
     import numpy as np
+    from manifold3d import CrossSection
 
     from posttrain.tasks.suites.cad.suite import to_obj
 
     t = generate("cad", tmp_path / "t", 12, seed=8)
     lp = next(x for x in t if x.config.metadata["family"] == "lplate")
-    b = lp.files and None
     text = lp.instruction
-    import re
     w, d, h = (int(v) for v in re.search(r"0\.\.(\d+) \(x\) by 0\.\.(\d+) \(y\)", text).groups() + (
         re.search(r"thickness (\d+)", text).group(1),))
     xs = re.search(r"x (\d+)\.\.\d+, y (\d+)\.\.", text).groups()
