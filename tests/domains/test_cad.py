@@ -73,7 +73,6 @@ def test_partial_part_is_graded_between_probes_and_oracle(tmp_path):
     import numpy as np
     from manifold3d import CrossSection
 
-    from posttrain.tasks.suites.cad.suite import to_obj
 
     t = generate("cad", tmp_path / "t", 12, seed=8)
     lp = next(x for x in t if x.config.metadata["family"] == "lplate")
@@ -84,7 +83,7 @@ def test_partial_part_is_graded_between_probes_and_oracle(tmp_path):
     cx, cy = int(xs[0]), int(xs[1])
     outline = [[0, 0], [w, 0], [w, cy], [cx, cy], [cx, d], [0, d]]
     m = CrossSection([outline]).extrude(h).to_mesh()
-    base = to_obj(np.asarray(m.vert_properties)[:, :3], np.asarray(m.tri_verts))
+    base = meshscore.to_obj(np.asarray(m.vert_properties)[:, :3], np.asarray(m.tri_verts))
     r = _score(lp, base)["reward"]
     assert 0.05 < r < 0.99, r
 

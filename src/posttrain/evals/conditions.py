@@ -39,6 +39,7 @@ class EvalConditions:
     denominator: str = "all"
     tasks_digest: str = ""
     task_ids: tuple[str, ...] = field(default_factory=tuple)
+    task_groups: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # id, domain, level
 
     def __post_init__(self):
         if self.protocol not in ("text", "tools"):
@@ -57,6 +58,7 @@ class EvalConditions:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tools"], d["task_ids"] = list(self.tools), list(self.task_ids)
+        d["task_groups"] = [list(g) for g in self.task_groups]
         return d
 
     @classmethod
@@ -65,6 +67,7 @@ class EvalConditions:
         d = {k: v for k, v in d.items() if k in known}
         d["tools"] = tuple(d.get("tools", TOOLS))
         d["task_ids"] = tuple(d.get("task_ids", ()))
+        d["task_groups"] = tuple(tuple(g) for g in d.get("task_groups", ()))
         return cls(**d)
 
 

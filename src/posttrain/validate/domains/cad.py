@@ -13,7 +13,6 @@ import numpy as np
 
 from posttrain.tasks import Task
 from posttrain.tasks.suites.cad import meshscore
-from posttrain.tasks.suites.cad.suite import to_obj
 
 
 def _target(task: Task):
@@ -28,7 +27,7 @@ def box_obj(lo, hi) -> str:
     corners = [(x, y, z) for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])]
     faces = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
              (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]
-    return to_obj(corners, faces)
+    return meshscore.to_obj(corners, faces)
 
 
 def bounding_box(task: Task) -> str:
@@ -41,7 +40,7 @@ def convex_hull(task: Task) -> str:
 
     verts, _ = _target(task)
     m = Manifold.hull_points(np.asarray(verts)).to_mesh()
-    return _write(to_obj(np.asarray(m.vert_properties)[:, :3], np.asarray(m.tri_verts)))
+    return _write(meshscore.to_obj(np.asarray(m.vert_properties)[:, :3], np.asarray(m.tri_verts)))
 
 
 def empty_mesh(task: Task) -> str:
@@ -50,7 +49,7 @@ def empty_mesh(task: Task) -> str:
 
 def inverted_mesh(task: Task) -> str:
     verts, tris = _target(task)
-    return _write(to_obj(verts, [(a, c, b) for a, b, c in tris]))
+    return _write(meshscore.to_obj(verts, [(a, c, b) for a, b, c in tris]))
 
 
 def target_reader(task: Task) -> str:

@@ -226,6 +226,13 @@ def score_mesh(verts, tris, e):
     return {"reward": round(r, 4), "valid": 1.0, "iou": i, "fscore": f, "volume": vol}
 
 
+def to_obj(verts, tris):
+    """OBJ text (5 decimals, 1-based faces) for vertices and triangles (lists or arrays)."""
+    lines = ["v %.5f %.5f %.5f" % (float(x), float(y), float(z)) for x, y, z in verts]
+    lines += ["f %d %d %d" % (int(a) + 1, int(b) + 1, int(c) + 1) for a, b, c in tris]
+    return "\n".join(lines) + "\n"
+
+
 def read_mesh(path):
     try:
         st = os.stat(path)

@@ -34,12 +34,6 @@ class Knobs(BaseModel):
     max_features: int = Field(3, ge=1, le=3)
 
 
-def to_obj(verts, tris) -> str:
-    lines = [f"v {x:.5f} {y:.5f} {z:.5f}" for x, y, z in verts]
-    lines += [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in tris]
-    return "\n".join(lines) + "\n"
-
-
 def _interior(rng, verts, tris, n):
     lo, hi = meshscore.bounds(verts)
     grid = meshscore.Grid(verts, tris, max(hi[0] - lo[0], hi[1] - lo[1]) / 40, dims=2)
@@ -77,9 +71,9 @@ def _draw(rng, k: Knobs):
         tm = trimesh.Trimesh(verts, tris, process=False)
         if not (tm.is_watertight and tm.is_winding_consistent and tm.volume > 0):
             continue
-        obj = to_obj(verts, tris)
+        obj = meshscore.to_obj(verts, tris)
         hull = Manifold.hull_points(np.asarray(meshscore.parse_obj(obj)[0])).to_mesh()
-        hull_obj = to_obj(np.asarray(hull.vert_properties)[:, :3], np.asarray(hull.tri_verts))
+        hull_obj = meshscore.to_obj(np.asarray(hull.vert_properties)[:, :3], np.asarray(hull.tri_verts))
         e = expected_for(rng, obj, hull_obj)
         if e["hull_iou"] <= MAX_HULL_IOU and e["hull_f"] < 0.97:
             return part, obj, e
