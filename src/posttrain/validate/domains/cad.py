@@ -59,5 +59,26 @@ def target_reader(task: Task) -> str:
             "cp \"$f\" /app/part.obj && break; done; true\n")
 
 
+def _rebuild(task: Task, features: bool, segments: int = 48, scale: float = 1.0) -> str:
+    """The part rebuilt from its recorded parameters: base only, coarse circles or resized."""
+    import json
+
+    from posttrain.tasks.suites.cad import part as grammar
+
+    spec = json.loads((task.tests_dir / "expected.json").read_text())["part"]
+    old, grammar.SEGMENTS = grammar.SEGMENTS, segments
+    try:
+        solid = grammar.rebuild(spec["base"], spec["features"] if features else [])
+    finally:
+        grammar.SEGMENTS = old
+    m = solid.scale([scale] * 3).to_mesh()
+    return _write(meshscore.to_obj(np.asarray(m.vert_properties)[:, :3], np.asarray(m.tri_verts)))
+
+
+# Scripted partial agents (not probes): what they score shows how the reward grades.
+PARTIAL = {"base_only": lambda t: _rebuild(t, False),
+           "coarse_circles": lambda t: _rebuild(t, True, segments=8),
+           "five_percent_large": lambda t: _rebuild(t, True, scale=1.05)}
+
 PROBES = {"bounding_box": bounding_box, "convex_hull": convex_hull, "empty_mesh": empty_mesh,
           "inverted_mesh": inverted_mesh, "target_reader": target_reader}

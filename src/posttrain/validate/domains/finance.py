@@ -41,6 +41,21 @@ def _perturbed(factor: float = 1.0, shift_tol: float = 0.0, period: bool = False
     return probe
 
 
+def _scale_error(task: Task) -> str:
+    """The right figure read in thousands and reported as millions (a unit slip)."""
+    e = _expected(task)
+    return _write(f"{e['value'] * 1000 if e['unit'] == 'USD millions' else e['value'] / 100:.4f} {e['unit']}")
+
+
+def _rounded(task: Task) -> str:
+    """The exact answer rounded to what the tolerance allows (must still pass)."""
+    e = _expected(task)
+    return _write(f"{e['value']:.2f} {e['unit']}")
+
+
+# Scripted partial agents (not probes): what they score shows how the reward grades.
+PARTIAL = {"unit_slip": _scale_error, "rounded_right": _rounded}
+
 PROBES = {"number_sprayer": number_sprayer, "sign_flip": _perturbed(-1.0),
           "scale_up": _perturbed(1000.0), "scale_down": _perturbed(0.001),
           "period_shift": _perturbed(period=True), "off_tolerance": _perturbed(1.0, 2.0)}

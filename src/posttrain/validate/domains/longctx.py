@@ -48,4 +48,26 @@ def no_context_guesser(task: Task) -> str:
     return _write(CANDIDATE_RE.findall(q)[-2:])
 
 
+def _items(task: Task) -> list[str]:
+    import json
+
+    return json.loads((task.tests_dir / "expected.json").read_text())["items"]
+
+
+def half_recall(task: Task) -> str:
+    """Finds only half of the answer items (at least one)."""
+    items = _items(task)
+    return _write(items[:max(1, len(items) // 2)])
+
+
+def with_distractors(task: Task) -> str:
+    """The whole answer plus as many wrong candidates from the haystack."""
+    items = _items(task)
+    wrong = [c for c in CANDIDATE_RE.findall(_haystack(task)) if c not in items]
+    return _write(items + list(dict.fromkeys(wrong))[:len(items)])
+
+
+# Scripted partial agents (not probes): what they score shows how the reward grades.
+PARTIAL = {"half_recall": half_recall, "with_distractors": with_distractors}
+
 PROBES = {"sprayer": sprayer, "no_context_guesser": no_context_guesser}

@@ -33,28 +33,17 @@ def _cyl(r: float, h: float, x: float, y: float, z: float = 0.0) -> Manifold:
     return Manifold.cylinder(h, r, r, SEGMENTS).translate([x, y, z])
 
 
-def _base(rng: random.Random, kind: str) -> tuple[dict, Manifold]:
+def _base(rng: random.Random, kind: str) -> dict:
     if kind == "plate":
-        w, d, h = rng.randint(40, 120), rng.randint(30, 80), rng.randint(4, 15)
-        return {"kind": kind, "w": w, "d": d, "h": h}, Manifold.cube([w, d, h])
+        return {"kind": kind, "w": rng.randint(40, 120), "d": rng.randint(30, 80), "h": rng.randint(4, 15)}
     if kind == "lplate":
         w, d, h = rng.randint(60, 120), rng.randint(50, 90), rng.randint(5, 15)
-        cw, cd = rng.randint(w // 4, w // 2), rng.randint(d // 4, d // 2)
-        outline = [[0, 0], [w, 0], [w, d - cd], [w - cw, d - cd], [w - cw, d], [0, d]]
-        return ({"kind": kind, "w": w, "d": d, "h": h, "cw": cw, "cd": cd},
-                CrossSection([outline]).extrude(h))
+        return {"kind": kind, "w": w, "d": d, "h": h, "cw": rng.randint(w // 4, w // 2),
+                "cd": rng.randint(d // 4, d // 2)}
     if kind == "disk":
-        r, h = rng.randint(20, 60), rng.randint(5, 20)
-        return {"kind": kind, "r": r, "h": h}, Manifold.cylinder(h, r, r, SEGMENTS)
+        return {"kind": kind, "r": rng.randint(20, 60), "h": rng.randint(5, 20)}
     radii = sorted(rng.sample(range(6, 30), 3), reverse=rng.random() < 0.5)
-    lengths = [rng.randint(8, 30) for _ in radii]
-    profile, z = [[0, 0]], 0
-    for r, ln in zip(radii, lengths):
-        profile += [[r, z], [r, z + ln]]
-        z += ln
-    profile.append([0, z])
-    return ({"kind": "shaft", "radii": radii, "lengths": lengths},
-            CrossSection([profile]).revolve(SEGMENTS))
+    return {"kind": "shaft", "radii": radii, "lengths": [rng.randint(8, 30) for _ in radii]}
 
 
 def _holes(rng, base: dict) -> dict:
@@ -76,38 +65,60 @@ def _holes(rng, base: dict) -> dict:
 
 
 def build(rng: random.Random, n_features: int) -> Part:
+    """Draw a base and up to n_features features (at most one of each kind), then build."""
     kind = rng.choice(["plate", "plate", "lplate", "disk", "shaft"])
-    base, solid = _base(rng, kind)
+    base = _base(rng, kind)
     part = Part(base)
     if kind == "shaft":
-        bore = rng.randint(2, max(2, min(base["radii"]) - 3))
-        solid = solid - _cyl(bore, sum(base["lengths"]) + 2, 0, 0, -1)
-        part.features.append({"kind": "bore", "r": bore})
-        part.solid = solid
+        part.features.append({"kind": "bore", "r": rng.randint(2, max(2, min(base["radii"]) - 3))})
+        part.solid = rebuild(base, part.features)
         return part
-    h = base["h"]
+    have = lambda *kinds: any(f["kind"] in kinds for f in part.features)
+    w, d, h = base.get("w", 0) - base.get("cw", 0), base.get("d", 0) - base.get("cd", 0), base["h"]
     for _ in range(n_features):
         choice = rng.choice(["holes", "holes", "pocket", "boss"])
-        if choice == "holes" and not any(f["kind"] in ("line", "grid", "bolt_circle") for f in part.features):
-            f = _holes(rng, base)      # cut last, through everything (a boss too)
-        elif choice == "pocket" and kind != "disk" and not any(f["kind"] == "pocket" for f in part.features):
-            w, d = base["w"] - base.get("cw", 0), base["d"] - base.get("cd", 0)
-            pw, pd, dep = rng.randint(w // 5, w // 3), rng.randint(d // 5, d // 3), rng.randint(1, h - 2)
-            cx, cy = w / 2, d / 2
-            f = {"kind": "pocket", "w": pw, "d": pd, "depth": dep, "center": (cx, cy)}
-            solid = solid - Manifold.cube([pw, pd, dep + 1]).translate([cx - pw / 2, cy - pd / 2, h - dep])
-        else:
+        if choice == "holes" and not have("line", "grid", "bolt_circle"):
+            part.features.append(_holes(rng, base))      # cut last, through everything
+        elif choice == "pocket" and kind != "disk" and not have("pocket"):
+            part.features.append({"kind": "pocket", "w": rng.randint(w // 5, w // 3),
+                                  "d": rng.randint(d // 5, d // 3), "depth": rng.randint(1, h - 2),
+                                  "center": (w / 2, d / 2)})
+        elif choice == "boss" and not have("pocket", "boss"):
             r, bh = rng.randint(3, 8), rng.randint(3, 12)
-            cx, cy = ((0.0, 0.0) if kind == "disk" else
-                      ((base["w"] - base.get("cw", 0)) / 2, (base["d"] - base.get("cd", 0)) / 2))
-            if any(f["kind"] == "pocket" for f in part.features) or any(f["kind"] == "boss" for f in part.features):
-                continue
-            f = {"kind": "boss", "r": r, "h": bh, "center": (cx, cy)}
-            solid = solid + _cyl(r, bh, cx, cy, h)
-        part.features.append(f)
-    for f in part.features:
+            center = (0.0, 0.0) if kind == "disk" else (w / 2, d / 2)
+            part.features.append({"kind": "boss", "r": r, "h": bh, "center": center})
+    part.solid = rebuild(base, part.features)
+    return part
+
+
+def base_solid(b: dict) -> Manifold:
+    if b["kind"] == "plate":
+        return Manifold.cube([b["w"], b["d"], b["h"]])
+    if b["kind"] == "lplate":
+        w, d, cw, cd = b["w"], b["d"], b["cw"], b["cd"]
+        return CrossSection([[[0, 0], [w, 0], [w, d - cd], [w - cw, d - cd], [w - cw, d], [0, d]]]).extrude(b["h"])
+    if b["kind"] == "disk":
+        return Manifold.cylinder(b["h"], b["r"], b["r"], SEGMENTS)
+    profile, z = [[0, 0]], 0
+    for r, ln in zip(b["radii"], b["lengths"]):
+        profile += [[r, z], [r, z + ln]]
+        z += ln
+    return CrossSection([profile + [[0, z]]]).revolve(SEGMENTS)
+
+
+def rebuild(base: dict, features: list[dict]) -> Manifold:
+    """The solid for recorded parameters (the same construction as build)."""
+    solid, h = base_solid(base), base.get("h", 0)
+    for f in features:
+        if f["kind"] == "pocket":
+            (cx, cy), pw, pd, dep = f["center"], f["w"], f["d"], f["depth"]
+            solid = solid - Manifold.cube([pw, pd, dep + 1]).translate([cx - pw / 2, cy - pd / 2, h - dep])
+        elif f["kind"] == "boss":
+            solid = solid + _cyl(f["r"], f["h"], *f["center"], h)
+        elif f["kind"] == "bore":
+            solid = solid - _cyl(f["r"], sum(base["lengths"]) + 2, 0, 0, -1)
+    for f in features:
         if f["kind"] in ("line", "grid", "bolt_circle"):
             for x, y in f["points"]:
                 solid = solid - _cyl(f["r"], h + 40, x, y, -1)
-    part.solid = solid
-    return part
+    return solid

@@ -75,6 +75,7 @@ def _draw(rng, k: Knobs):
         hull = Manifold.hull_points(np.asarray(meshscore.parse_obj(obj)[0])).to_mesh()
         hull_obj = meshscore.to_obj(np.asarray(hull.vert_properties)[:, :3], np.asarray(hull.tri_verts))
         e = expected_for(rng, obj, hull_obj)
+        e["part"] = {"base": part.base, "features": part.features}   # for scripted partial agents
         if e["hull_iou"] <= MAX_HULL_IOU and e["hull_f"] < 0.97:
             return part, obj, e
     raise RuntimeError("cad: no part with a poor convex-hull fit in 50 draws")
