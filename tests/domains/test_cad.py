@@ -66,7 +66,7 @@ def test_absolute_units_and_open_meshes(task):
         meshscore.parse_obj("v 0 0 0\nf 1 2 3\n")
 
 
-def test_partial_part_is_graded_between_probes_and_oracle(tmp_path):
+def test_partial_part_is_graded_between_probes_and_oracle(task):
     """The base sketch alone (no holes, pockets or bosses) on an L-plate scores in between."""
     import re
 
@@ -74,8 +74,8 @@ def test_partial_part_is_graded_between_probes_and_oracle(tmp_path):
     from manifold3d import CrossSection
 
 
-    t = generate("cad", tmp_path / "t", 12, seed=8)
-    lp = next(x for x in t if x.config.metadata["family"] == "lplate")
+    lp = task
+    assert lp.config.metadata["family"] == "lplate"
     text = lp.instruction
     w, d, h = (int(v) for v in re.search(r"0\.\.(\d+) \(x\) by 0\.\.(\d+) \(y\)", text).groups() + (
         re.search(r"thickness (\d+)", text).group(1),))

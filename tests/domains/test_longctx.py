@@ -65,7 +65,7 @@ def test_instruction_mode_holds_the_haystack(tmp_path):
 
 
 def test_good_tasks_validate_ok(tmp_path, quick_cfg):
-    for t in generate("longctx", tmp_path / "t", 2, seed=5, knobs=["families=multivalue,code_callers",
+    for t in generate("longctx", tmp_path / "t", 1, seed=5, knobs=["families=code_callers",
                                                                   "tokens=1000"]):
         r = validate_one(t.path, tmp_path / "st", quick_cfg)
         assert r.status == "ok", r.reasons
