@@ -56,6 +56,7 @@ class _Writer:
     def __init__(self):
         self.parts: list[str] = []
         self.numbers: list[tuple[float, str | None]] = []
+        self.chars = 0
 
     def num(self, shown: float, text: str, key: str | None) -> str:
         self.numbers.append((shown, key))
@@ -63,9 +64,10 @@ class _Writer:
 
     def add(self, text: str) -> None:
         self.parts.append(text)
+        self.chars += len(text)
 
     def tokens(self) -> int:
-        return sum(len(p) for p in self.parts) // 4
+        return self.chars // 4
 
 
 def thousands(w: _Writer, v: int, key: str) -> str:
