@@ -141,3 +141,5 @@ def test_weakened_verifier_is_caught_by_its_probe(tmp_path, quick_cfg, probe):
     r = validate_one(task.path, tmp_path / "st", quick_cfg)
     assert r.status == "hackable", r.reasons
     assert probe in raised_by(r), raised_by(r)
+    if probe == "scale_up":          # the same scale-blind comparator takes both directions
+        assert "scale_down" in raised_by(r)
