@@ -23,6 +23,7 @@ import time
 import torch
 
 from posttrain.engine.base import SamplingParams
+from posttrain.machine import cpu_info
 from posttrain.engine.config import EngineConfig
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
@@ -197,7 +198,8 @@ def main() -> None:
     models = load_models(q)
     real = "smollm2-135m" if "smollm2-135m" in models else "in-process-small"
     res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
-           "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
+           "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
+           "cpu": cpu_info()}
     model, tok = models[real]
     res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
     print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evals"))
 
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy  # noqa: E402
 from posttrain.evals.launch import EvalRequest, evaluate  # noqa: E402
+from posttrain.machine import cpu_info  # noqa: E402
 from posttrain.tasks.suites import terminal_basics  # noqa: E402
 from scripted_server import Script, oracle_map, serve  # noqa: E402
 
@@ -59,7 +60,7 @@ def main() -> None:
     n_tasks = len(oracle)
     ckpt = tiny_checkpoint(root)
     text_k = 1 if args.quick else 2  # the text set-up costs ~6 s of CPU per trial
-    results = {"n_tasks": n_tasks, "k": k, "text_k": text_k, "tools": [], "text": []}
+    results = {"n_tasks": n_tasks, "k": k, "text_k": text_k, "tools": [], "text": [], "cpu": cpu_info()}
     with serve(Script(oracle)) as url:
         for n in levels:
             results["tools"].append(one_run(EvalRequest(

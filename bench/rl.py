@@ -9,7 +9,8 @@ trained per second of RL wall time, and held-out pass@1 after.
 vs_trl: the single-turn "copy" task and its similarity reward, the same tiny model (SFT'd
 120 steps), G, batch, max tokens, lr and steps; TRL GRPOTrainer (installed for the benchmark
 only, the faster of 1 and 2 torch threads) against `posttrain rl` async (max_staleness 1, the
-engine in a child process on its own core) and sync. Trajectories trained per second (median
+engine in a child process on its own core) and sync. TRL comes from the bench extra:
+`pip install -c constraints.txt -e '.[bench]'`. Trajectories trained per second (median
 of the repeats, run interleaved), the training reward over the last quarter of the steps, and
 the held-out reward after (64 prompts x 4 samples, the same evaluation for every model).
 """
@@ -17,6 +18,7 @@ the held-out reward after (64 prompts x 4 samples, the same evaluation for every
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import statistics
@@ -29,7 +31,9 @@ import torch
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import load_policy, save_policy
 from posttrain.evals.stats import paired_compare
-from posttrain.recipes.rl import build_env, evaluate, run_rl, single_turn_scores
+from posttrain.machine import cpu_info
+from posttrain.recipes.rl import evaluate, run_rl, single_turn_scores
+from posttrain.recipes.rl_env import build_env
 from posttrain.recipes.rl_config import load_rl_config
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
@@ -214,7 +218,11 @@ def main() -> None:
     # machine two OpenMP threads per process stall at barriers and make timings meaningless.
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__, "threads": 1}
+    if a.only in (None, "vs_trl") and importlib.util.find_spec("trl") is None:
+        sys.exit("bench/rl.py vs_trl needs TRL: pip install -c constraints.txt -e '.[bench]'"
+                 " (or --only async_vs_sync)")
+    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__, "threads": 1,
+              "cpu": cpu_info()}
     if a.only in (None, "async_vs_sync"):
         result["async_vs_sync"] = async_vs_sync(size, a.out / "async_vs_sync")
         print("async_vs_sync", json.dumps(result["async_vs_sync"]), flush=True)

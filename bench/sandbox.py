@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from posttrain.machine import cpu_info
 from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox.pool import SandboxPool
 
@@ -163,6 +164,7 @@ def run(quick: bool) -> dict:
     out["pool_release_p50_ms"] = pct(release, 0.5)
     out["machine"] = {"cpus": os.cpu_count(), "loadavg_1m_at_end": os.getloadavg()[0],
                       "kernel": platform.release(), "quick": quick}
+    out["cpu"] = cpu_info()
     return out
 
 

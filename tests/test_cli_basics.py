@@ -53,3 +53,22 @@ def test_bad_reward_file_is_reported_as_verifier_error(tmp_path):
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho yes > /logs/verifier/reward.txt\n")
     r = _cli("tasks", "oracle", str(task))
     assert r.returncode == 1 and "verifier_error" in r.stdout and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tasks", "oracle"], "Missing argument"),                     # missing argument
+    (["eval", "--tasks", "x", "--bogus"], "No such option: --bogus"),  # unknown option
+    (["tasks", "generate", "out", "--n", "many"], "'--n'"),        # bad value
+    (["tasks", "nonsense"], "No such command"),                    # unknown subcommand
+])
+def test_usage_errors_are_one_line_and_exit_2(args, message):
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0, r.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["tasks"], ["sandbox"]])
+def test_no_subcommand_prints_help_and_exits_2(args):
+    r = _cli(*args)
+    assert r.returncode == 2 and "Usage" in r.stdout and "Traceback" not in r.stderr

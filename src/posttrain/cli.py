@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import typer
 from rich.console import Console
 
-from posttrain.errors import PosttrainError
+from typer.exceptions import TyperException
+
+from posttrain.errors import PosttrainError, Terminated
 
 app = typer.Typer(
     help="posttrain: post-train agentic language models on verifiable tasks.",
@@ -35,26 +38,47 @@ def _register_all() -> None:
         importlib.import_module(name).register(app)
 
 
-def main() -> None:
-    """Entry point: user errors print as one red line and exit 2, never a traceback."""
-    _register_all()
+def _usage_error(e) -> int:
+    """One line for a usage error; the help text when no command was given."""
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        print(ctx.get_help())
+        return 2
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e.format_message()}{hint}",
+                                               highlight=False)
+    return getattr(e, "exit_code", 2)
+
+
+def _run() -> int:
+    """The app's exit status; user errors print as one red line and give 2, never a traceback."""
     try:
-        rc = app(standalone_mode=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        rc = app(standalone_mode=False)        # typer returns 130 for an interrupt here
+        return rc if isinstance(rc, int) else 0
     except PosttrainError as e:
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}", highlight=False)
-        sys.exit(2)
+        return 2
     except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as e:  # click usage errors carry their own exit code
-        import click
+        return e.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    except TyperException as e:  # usage errors of typer's bundled click
+        return _usage_error(e)
 
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+
+def main() -> None:
+    """Entry point. SIGTERM unwinds like Ctrl-C (sandboxes and child processes closed) and
+    exits 143, as a process killed by SIGTERM would."""
+    terminated = []
+
+    def on_sigterm(signum, frame) -> None:
+        terminated.append(signum)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _register_all()
+    rc = _run()
+    sys.exit(143 if terminated else rc)
 
 
 if __name__ == "__main__":

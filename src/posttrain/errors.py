@@ -17,5 +17,10 @@ class VerifierError(PosttrainError):
     """The verifier did not produce a usable reward (missing or not a number)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm, Kubernetes, systemd and `timeout` send), raised in the main thread
+    so that it unwinds like Ctrl-C: every context manager closes its sandboxes and children."""
+
+
 class SandboxError(PosttrainError):
     """A sandbox could not be created or used."""

@@ -123,7 +123,7 @@ def test_remote_engine_unreachable_is_clear():
 
 
 def test_tool_calls_are_parsed_from_tool_call_blocks():
-    from posttrain.serve.protocol import parse_tool_calls
+    from posttrain.serve.tool_calls import parse_tool_calls
 
     text = 'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>'
     content, calls = parse_tool_calls(text)

@@ -37,7 +37,7 @@ def test_unreachable_endpoint(tmp_path, task_dir):
 
 @pytest.mark.parametrize("args,needle", [
     (["--model", "/no/such/ckpt"], "not a checkpoint directory"),
-    (["--model", "m", "--base-url", "http://x/v1", "-k", "0"], "-k must be >= 1"),
+    (["--model", "m", "--base-url", "http://x/v1", "-k", "0"], "'-k'"),
     (["--model", "m", "--base-url", "http://x/v1", "--denominator", "some"], "denominator"),
 ])
 def test_bad_flags(tmp_path, task_dir, args, needle):

@@ -58,3 +58,25 @@ def test_engine_failure_is_an_infra_error_not_a_crash(tmp_path, task_dir):
     assert s["counts"]["infra_error"] == 4 and s["infra_retries"] == 4
     rec = json.loads((tmp_path / "jobs/bad/heldout-0000-find-word__0/result.json").read_text())
     assert "outside [0, 64)" in rec["error"]
+
+
+def test_new_weights_at_the_same_path_are_a_new_job(tmp_path, task_dir, checkpoint):
+    """The job's conditions hold a digest of the checkpoint: retrained weights are never scored
+    under the old model's finished trials."""
+    import shutil
+
+    from posttrain.errors import ConfigError
+    from posttrain.evals.launch import EvalRequest, evaluate
+
+    ckpt = shutil.copytree(checkpoint, tmp_path / "ckpt")
+    settings = {"max_turns": 1, "max_reply_tokens": 4}
+    req = dict(tasks_dir=str(task_dir), model=str(ckpt), k=1, jobs=4, jobs_dir=str(tmp_path / "jobs"),
+               settings=settings)
+    first, _ = evaluate(EvalRequest(**req))
+    named, _ = evaluate(EvalRequest(**req, job="named"))
+    tok = build_tokenizer(["<bash>ls</bash>"] * 10, vocab_size=300)
+    save_policy(build_tiny_model(len(tok), seed=1), tok, ckpt)       # retrained in place
+    second, _ = evaluate(EvalRequest(**req))
+    assert second != first                                           # a new job, not a resume
+    with pytest.raises(ConfigError, match="model_digest"):
+        evaluate(EvalRequest(**req, job="named"))

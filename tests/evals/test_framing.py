@@ -6,7 +6,7 @@ import pytest
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.engine.tiny import build_tokenizer
-from posttrain.evals.framing import TemplateFramer, framer_for
+from posttrain.agent.framing import TemplateFramer, framer_for
 
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
           "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"

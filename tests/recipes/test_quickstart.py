@@ -25,6 +25,13 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
         assert set(summary[key]) == {"pass_at_1", "ci_low", "ci_high", "n_tasks", "k"}
         assert summary[key]["n_tasks"] == 6 and summary[key]["k"] == 2
     assert summary["seed"] == 0 and summary["wall_s"] > 0
+    # RL - SFT, paired on the same held-out tasks and samples
+    assert summary["paired_diff"] == pytest.approx(summary["eval_after"]["pass_at_1"]
+                                                   - summary["eval_before"]["pass_at_1"])
+    assert summary["paired_ci_low"] <= summary["paired_diff"] <= summary["paired_ci_high"]
+    assert 0 <= summary["paired_p"] <= 1 and summary["paired_n_tasks"] == 6
+    assert summary["cpu"]["model"] and summary["cpu"]["model"] in (run / "report.html").read_text()
+    assert "RL &minus; SFT" in (run / "report.html").read_text() and "RL - SFT" in r.stdout
     assert (run / "checkpoint" / "model.safetensors").is_file()
     assert (run / "checkpoint" / "tokenizer.json").is_file()
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))

@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from posttrain.commands.checks import existing_dir, positive, probability, writable_dir
 from posttrain.errors import PosttrainError
 
 eval_app = typer.Typer(invoke_without_command=True, no_args_is_help=False,
@@ -28,23 +29,23 @@ def run_eval(
     ctx: typer.Context,
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Directory of Harbor task dirs."),
     model: Optional[str] = typer.Option(None, "--model", help="Checkpoint dir, or the endpoint's model name."),
-    k: int = typer.Option(5, "-k", help="Samples (trials) per task."),
-    jobs: int = typer.Option(4, "--jobs", "-n", help="Trials run concurrently."),
+    k: int = typer.Option(5, "-k", min=1, help="Samples (trials) per task."),
+    jobs: int = typer.Option(4, "--jobs", "-n", min=1, help="Trials run concurrently."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key."),
     job: Optional[str] = typer.Option(None, "--job", help="Job name (default: derived from the conditions)."),
     jobs_dir: str = typer.Option("jobs", help="Where job directories go."),
     sandbox: str = typer.Option("bwrap", help="Sandbox backend."),
     prices: Optional[str] = typer.Option(None, help="Price table (TOML/JSON, USD per M tokens)."),
-    temperature: float = typer.Option(0.7, help=_SET),
-    top_p: float = typer.Option(1.0, help=_SET),
+    temperature: float = typer.Option(0.7, min=0.0, help=_SET),
+    top_p: float = typer.Option(1.0, callback=probability, help=_SET),
     seed: int = typer.Option(0, help=_SET),
-    max_turns: Optional[int] = typer.Option(None, help=_SET + " Default: text 6, tools 20."),
-    max_reply_tokens: Optional[int] = typer.Option(None, help=_SET + " Default: text 40, tools 512."),
-    command_timeout: Optional[float] = typer.Option(None, help=_SET + " Seconds per command."),
-    agent_timeout: Optional[float] = typer.Option(None, help=_SET + " Default: each task's own."),
-    verifier_timeout: Optional[float] = typer.Option(None, help=_SET + " Default: each task's own."),
-    max_infra_retries: int = typer.Option(2, help=_SET),
+    max_turns: Optional[int] = typer.Option(None, min=1, help=_SET + " Default: text 6, tools 20."),
+    max_reply_tokens: Optional[int] = typer.Option(None, min=1, help=_SET + " Default: text 40, tools 512."),
+    command_timeout: Optional[float] = typer.Option(None, callback=positive, help=_SET + " Seconds per command."),
+    agent_timeout: Optional[float] = typer.Option(None, callback=positive, help=_SET + " Default: each task's own."),
+    verifier_timeout: Optional[float] = typer.Option(None, callback=positive, help=_SET + " Default: each task's own."),
+    max_infra_retries: int = typer.Option(2, min=0, help=_SET),
     denominator: str = typer.Option("all", help=_SET + " all | exclude-infra."),
 ) -> None:
     """Run (or resume) an eval job: every task k times, results under JOBS_DIR/JOB."""
@@ -53,6 +54,9 @@ def run_eval(
     if not tasks or not model:
         raise PosttrainError("--tasks and --model are required (or run `posttrain eval report JOB`"
                              " / `posttrain eval compare A B`)")
+    if not base_url:
+        existing_dir(tasks, "--tasks")
+    writable_dir(jobs_dir, "--jobs-dir")
     from posttrain.evals.launch import EvalRequest, evaluate
     from posttrain.evals.table import print_summary, progress_hooks
 

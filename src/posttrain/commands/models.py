@@ -44,10 +44,10 @@ def list_models() -> None:
 
 def plan_kv(
     model: str = typer.Option(..., "--model", help="Checkpoint dir, config.json, or preset (tiny, small)."),
-    context: int = typer.Option(..., "--context", help="Tokens per sequence, e.g. 1000000."),
-    batch: int = typer.Option(1, "--batch", help="Sequences held at once."),
+    context: int = typer.Option(..., "--context", min=1, help="Tokens per sequence, e.g. 1000000."),
+    batch: int = typer.Option(1, "--batch", min=1, help="Sequences held at once."),
     kv_dtype: str = typer.Option("float32", "--kv-dtype", help="float32 | bfloat16 | float16 | int8."),
-    block_size: int = typer.Option(16, "--block-size"),
+    block_size: int = typer.Option(16, "--block-size", min=1),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Print KV bytes per token and the total for a context and batch of a real model config."""

@@ -16,6 +16,7 @@ def quickstart(
     overwrite: bool = typer.Option(False, help="Replace an existing run directory."),
 ) -> None:
     """Generate tasks, SFT a tiny model, evaluate, train it with GRPO, evaluate again."""
+    from posttrain.machine import cpu_line
     from posttrain.recipes.config import load_config
     from posttrain.recipes.quickstart import run_quickstart
 
@@ -28,7 +29,9 @@ def quickstart(
         e = s[key]
         console.print(f"{label} held-out pass@1 = {e['pass_at_1']:.3f} "
                       f"[{e['ci_low']:.3f}, {e['ci_high']:.3f}]  ({e['n_tasks']} tasks × {e['k']})")
-    console.print(f"done in {s['wall_s']:.0f} s; report: {cfg.run_dir / 'report.html'}")
+    console.print(f"RL - SFT (paired, same tasks and samples) = {s['paired_diff']:+.3f} "
+                  f"[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}")
+    console.print(f"done in {s['wall_s']:.0f} s on {cpu_line(s['cpu'])}; report: {cfg.run_dir / 'report.html'}")
 
 
 def register(app: typer.Typer) -> None:

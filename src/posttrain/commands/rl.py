@@ -17,9 +17,12 @@ def rl(
 ) -> None:
     """Train a policy with RL: rollouts and training as two loops around a buffer."""
     from posttrain.recipes.rl import replay_rl, run_rl
+    from posttrain.errors import PosttrainError
     from posttrain.recipes.rl_config import load_rl_config
 
-    cfg = load_rl_config(config, list(set_))
+    if resume and overwrite:
+        raise PosttrainError("--resume continues a run and --overwrite replaces it: pass one of them")
+    cfg = load_rl_config(config, list(set_), resume=resume)
     console = Console()
     if replay:
         console.print(f"replayed trainer metrics: {replay_rl(cfg)}")

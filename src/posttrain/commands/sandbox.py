@@ -17,6 +17,8 @@ from typing import List, Optional
 
 import typer
 
+from posttrain.commands.checks import positive
+
 sandbox_app = typer.Typer(no_args_is_help=True, help="Run commands in a sandbox by hand.")
 
 
@@ -42,10 +44,10 @@ def _spec(task: Optional[Path], memory_mb, pids, network, cpus):
 @sandbox_app.command("run", context_settings={"allow_interspersed_args": False})
 def run(
     command: List[str] = typer.Argument(..., help="The command and its arguments (after --)."),
-    memory_mb: Optional[int] = typer.Option(None, "--memory-mb", help="Memory limit (MB)."),
-    pids: Optional[int] = typer.Option(None, "--pids", help="Process limit."),
-    cpus: Optional[float] = typer.Option(None, "--cpus", help="CPU share (e.g. 0.5)."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Wall-clock seconds."),
+    memory_mb: Optional[int] = typer.Option(None, "--memory-mb", min=1, help="Memory limit (MB)."),
+    pids: Optional[int] = typer.Option(None, "--pids", min=1, help="Process limit."),
+    cpus: Optional[float] = typer.Option(None, "--cpus", callback=positive, help="CPU share (e.g. 0.5)."),
+    timeout: float = typer.Option(60.0, "--timeout", callback=positive, help="Wall-clock seconds."),
     network: Optional[str] = typer.Option(None, "--network", help="no-network | public."),
     task: Optional[Path] = typer.Option(None, "--task", help="Task dir: its limits and environment/."),
     backend: str = typer.Option("bwrap", "--backend", help="bwrap | docker | process."),
@@ -70,6 +72,16 @@ def run(
         sys.stderr.write(f"[exit {result.exit_code} in {result.duration_s:.3f}s, killed_by="
                          f"{result.killed_by}, truncated={result.truncated}]\n")
     sys.exit(result.exit_code)       # click (standalone_mode=False) would swallow typer.Exit
+
+
+@sandbox_app.command("reap")
+def reap_sandboxes() -> None:
+    """Reclaim sandboxes whose owner died (killed runs): processes, cgroups, tmpfs, files."""
+    from posttrain.sandbox.reaper import reap
+
+    r = reap()
+    print(f"reclaimed {len(r.sandboxes)} sandboxes, killed {r.processes_killed} processes, "
+          f"removed {r.cgroups_removed} cgroups")
 
 
 def register(app: typer.Typer) -> None:

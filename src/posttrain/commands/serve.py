@@ -7,17 +7,25 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from posttrain.commands.checks import port as port_check
+from posttrain.commands.checks import port_is_free
+from posttrain.errors import PosttrainError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
 
 def serve(
     model: str = typer.Option(..., "--model", help="HF checkpoint dir or a packaged model name."),
     host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
-    port: int = typer.Option(8000),
+    port: int = typer.Option(8000, callback=port_check),
     name: Optional[str] = typer.Option(None, help="Model id to report (default: dir name)."),
     spec: str = typer.Option("none", help="Speculative decoding: none | ngram | draft."),
     draft_model: Optional[str] = typer.Option(None, help="Draft checkpoint dir for --spec draft."),
     kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
-    max_num_seqs: int = typer.Option(256),
-    threads: Optional[int] = typer.Option(None, help="torch CPU threads (default: torch's)."),
+    max_num_seqs: int = typer.Option(256, min=1),
+    threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
+    api_key: Optional[str] = typer.Option(None, envvar="POSTTRAIN_API_KEY",
+                                          help="Require `Authorization: Bearer KEY` (needed off loopback)."),
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics."""
     from pathlib import Path
@@ -29,9 +37,11 @@ def serve(
     from posttrain.engine.gguf_import import PACKAGED, ensure_model
     from posttrain.engine.local import LocalEngine
     from posttrain.engine.tiny import load_policy
-    from posttrain.errors import PosttrainError
     from posttrain.serve.app import create_app
 
+    if host not in LOOPBACK and not api_key:
+        raise PosttrainError(f"--host {host} exposes the API beyond this machine: give --api-key (or POSTTRAIN_API_KEY)")
+    port_is_free(host, port)
     if threads:
         torch.set_num_threads(threads)
     path = ensure_model(model) if model in PACKAGED else Path(model)
@@ -42,11 +52,9 @@ def serve(
         engine = LocalEngine(policy, tokenizer, config=config, draft_model=draft)
     except ValueError as e:
         raise PosttrainError(str(e)) from e
-    console = Console()
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        console.print(f"[yellow]warning:[/yellow] listening on {host}: the API has no authentication")
-    console.print(f"serving {path} as {name or path.name} on http://{host}:{port}/v1")
-    uvicorn.run(create_app(engine, name or path.name), host=host, port=port, log_level="warning")
+    served = name or path.name
+    Console().print(f"serving {path} as {served} on http://{host}:{port}/v1" + (" (API key required)" if api_key else ""))
+    uvicorn.run(create_app(engine, served, api_key=api_key), host=host, port=port, log_level="warning")
 
 
 def register(app: typer.Typer) -> None:

@@ -28,8 +28,11 @@ def generate(
     knob: list[str] = typer.Option([], help="A difficulty knob KEY=VALUE (repeatable)."),
 ) -> None:
     """Write a generated suite as ordinary task directories (all or nothing)."""
-    from posttrain.tasks.suites import generate as generate_suite
+    from posttrain.commands.checks import writable_dir
+    from posttrain.tasks.suites import generate as generate_suite, suite_module
 
+    suite_module(suite)               # an unknown suite is an error before anything is made
+    writable_dir(out, "the output directory")
     tasks = generate_suite(suite, out, n, seed=seed, split=split, knobs=knob)
     Console().print(f"wrote {len(tasks)} tasks to {out}")
 

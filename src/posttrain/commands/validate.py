@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from posttrain.commands.checks import existing_dir, fraction, writable_file
+
 
 def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
     from posttrain.agent.config import AgentConfig
@@ -24,7 +26,7 @@ def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
     from posttrain.engine.local import LocalEngine
     from posttrain.engine.tiny import load_policy
     from posttrain.errors import ConfigError
-    from posttrain.evals.framing import framer_for
+    from posttrain.agent.framing import framer_for
     from posttrain.validate.job import Policy
 
     if not (Path(path) / "config.json").is_file():
@@ -54,12 +56,12 @@ def validate(
     out: Path = typer.Option(Path("validation.json"), "--out", help="Manifest to write (JSON)."),
     jobs: int = typer.Option(1, "--jobs", "-n", min=1, help="Tasks validated concurrently."),
     runs: int = typer.Option(5, "--runs", min=1, help="Oracle runs; any failure = flaky."),
-    min_strength: float = typer.Option(0.7, help="Mutant kill share below this = weak-verifier."),
-    pass_threshold: float = typer.Option(1.0, help="Reward at or above this counts as solved."),
+    min_strength: float = typer.Option(0.7, callback=fraction, help="Mutant kill share below this = weak-verifier."),
+    pass_threshold: float = typer.Option(1.0, callback=fraction, help="Reward at or above this counts as solved."),
     backend: str = typer.Option("bwrap", help="Sandbox backend."),
     policy: Optional[str] = typer.Option(None, help="Checkpoint dir to calibrate difficulty with."),
     k: int = typer.Option(8, "-k", min=1, help="Episodes per task for difficulty calibration."),
-    temperature: float = typer.Option(1.0, help="Sampling temperature for calibration."),
+    temperature: float = typer.Option(1.0, min=0.0, help="Sampling temperature for calibration."),
     seed: int = typer.Option(0, help="Sampling seed for calibration."),
     fresh: bool = typer.Option(False, help="Forget saved checks and validate from scratch."),
 ) -> None:
@@ -67,6 +69,9 @@ def validate(
     from posttrain.validate.config import ValidateConfig
     from posttrain.validate.job import run_validation, state_dir_for
 
+    if not path.is_file():
+        existing_dir(path, "the task path")
+    writable_file(out, "--out")
     cfg = ValidateConfig(oracle_runs=runs, min_strength=min_strength,
                          pass_threshold=pass_threshold, backend=backend)
     if fresh:

@@ -17,6 +17,7 @@ class SamplingParams:
     seed: int | None = None
     top_k: int = 0  # 0 = off; otherwise keep the k most likely tokens
     stop: list[str] = field(default_factory=list)  # stop strings (need a tokenizer)
+    top_logprobs: int = 0  # also record the k most likely tokens at each sampled position
 
     def __post_init__(self):
         if self.temperature < 0:
@@ -27,6 +28,8 @@ class SamplingParams:
             raise ValueError("max_tokens must be >= 1")
         if self.top_k < 0:
             raise ValueError("top_k must be >= 0 (0 = off)")
+        if self.top_logprobs < 0:
+            raise ValueError("top_logprobs must be >= 0")
 
 
 class Engine(abc.ABC):

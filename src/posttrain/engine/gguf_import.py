@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -58,9 +60,22 @@ def import_gguf(gguf: str | Path, out_dir: str | Path, dtype: torch.dtype = torc
     plain.load_state_dict(loaded.state_dict())
     if plain.config.tie_word_embeddings:
         plain.tie_weights()
-    out.mkdir(parents=True, exist_ok=True)
-    plain.save_pretrained(out)
-    tok.save_pretrained(out)
+    return save_atomically(out, plain.save_pretrained, tok.save_pretrained)
+
+
+def save_atomically(out: Path, *savers) -> Path:
+    """Run each saver(dir) on a staging directory beside out, then rename it to out: an import
+    killed mid-save leaves no half-written model that lists as imported."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    try:
+        for save in savers:
+            save(staging)
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out
 
 

@@ -23,6 +23,7 @@ from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
 from posttrain.engine.runner import ModelRunner
 from posttrain.engine.sampling import make_generators, process_logits, row_params, sample_rows
 from posttrain.engine.scheduler import Scheduler
+from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
 from posttrain.engine.speculative import propose_ngram, verify_draft
 from posttrain.types import Completion
@@ -132,6 +133,14 @@ class PagedEngine(Engine):
         if need > self.num_blocks:
             raise ValueError(f"a request needs {need} KV blocks but the cache has {self.num_blocks}")
 
+    @torch.inference_mode()
+    def score(self, prompt: list[int], top_k: int = 0) -> tuple[list[float | None], list[dict[int, float] | None]]:
+        """Prompt logprobs (raw, T = 1) of every prompt token and its top_k alternatives;
+        the first token has none. One plain forward of the shared model, under the lock."""
+        validate_prompts([prompt], self.model.config.vocab_size, self.max_model_len, 1)
+        with self.lock:
+            return prompt_logprobs(self.model, prompt, top_k, self.device)
+
     def abort(self, seqs: list[Sequence]) -> None:
         """Drop unfinished sequences (a client went away); their blocks are freed at once."""
         for seq in seqs:
@@ -221,15 +230,15 @@ class PagedEngine(Engine):
                 plain.append((child, start))
             seq.children = []
             if seq in drafts:
-                self._emit(seq, *self._verify(seq, logp[start:at], *drafts[seq]))
+                self._emit(seq, *self._verify(seq, logp[start:at], *drafts[seq]), rows=logp[start:at])
             else:
                 plain.append((seq, start))
             touched.append(seq)
         if plain:
             greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
             ids, lps = sample_rows(logp[[r for _, r in plain]], greedy, [s.generator for s, _ in plain])
-            for (seq, _), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
-                self._emit(seq, [tok], [lp])
+            for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
+                self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
         for child, _ in plain:
             if child not in touched and child.finished:
                 self.scheduler.finish(child)
@@ -244,12 +253,15 @@ class PagedEngine(Engine):
         seq.spec_k = min(2 * len(draft), self.config.spec_tokens) if accepted == len(draft) else accepted + 1
         return toks, lps
 
-    def _emit(self, seq: Sequence, toks: list[int], lps: list[float]) -> None:
+    def _emit(self, seq: Sequence, toks: list[int], lps: list[float], rows: torch.Tensor) -> None:
+        """Append sampled tokens; rows[i] is the processed log-distribution toks[i] came from."""
         if seq.first_token_time is None:
             seq.first_token_time = time.perf_counter()
         before = len(seq.tokens)
         append_tokens(seq, toks, lps, self.max_model_len, self.tokenizer)
         self.stats.generated_tokens += len(seq.tokens) - before
+        if seq.params.top_logprobs:
+            seq.top_logprobs += top_alternatives(rows[: len(seq.tokens) - before], seq.params.top_logprobs)
         seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
         self.blocks.register(seq)
 

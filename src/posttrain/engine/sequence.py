@@ -29,6 +29,7 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     block_hashes: list[int] = field(default_factory=list)  # chain hashes of full computed blocks
     logprobs: list[float] = field(default_factory=list)
+    top_logprobs: list[dict[int, float]] = field(default_factory=list)  # per output token, if asked
     finish_reason: str | None = None
     children: list["Sequence"] = field(default_factory=list)  # group members forked after prefill
     spec_k: int = 0  # adaptive draft length (0: the engine's spec_tokens)

@@ -28,6 +28,9 @@ SPECIAL_TOKENS = [
     "<submit/>",
 ]
 
+# The agent's action tokens: text a served reply keeps by default (see serve/text.py).
+ACTION_TOKENS = tuple(SPECIAL_TOKENS[7:])
+
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 # `<|role|>content<|end|>` per message, one <|bos|> first, `<|assistant|>` to prompt a reply.

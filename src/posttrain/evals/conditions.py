@@ -1,7 +1,9 @@
 """The conditions an eval job runs under, recorded once and refused if changed within the job.
 
 Everything that can change a score is here (model, protocol, sampling, turn and time
-limits, tools, seed, retry and denominator policy, the task set's content digest).
+limits, tools, seed, retry and denominator policy, the task set's content digest, and for a
+local checkpoint a digest of its weights, config and tokenizer: the same path with new weights
+is another job).
 Concurrency (`--jobs`) and the API key are deliberately not: they must not change results.
 """
 
@@ -38,6 +40,7 @@ class EvalConditions:
     max_infra_retries: int = 2
     denominator: str = "all"
     tasks_digest: str = ""
+    model_digest: str = ""          # local checkpoints: sha256 of the checkpoint's files
     task_ids: tuple[str, ...] = field(default_factory=tuple)
     task_groups: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # id, domain, level
 
@@ -88,6 +91,17 @@ def tasks_digest(tasks: list[Task]) -> str:
         for p in sorted(q for q in Path(task.path).rglob("*") if q.is_file()):
             h.update(f"{task.id}/{p.relative_to(task.path)}\0".encode())
             h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def model_digest(checkpoint: Path) -> str:
+    """sha256 over the checkpoint directory's files (names and bytes: weights, config, tokenizer,
+    chat template), so retrained weights at the same path are never mistaken for the old ones."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in Path(checkpoint).iterdir() if q.is_file()):
+        h.update(f"{p.name}\0".encode())
+        with p.open("rb") as f:
+            h.update(hashlib.file_digest(f, "sha256").digest())
     return h.hexdigest()[:16]
 
 

@@ -15,7 +15,7 @@ from typing import Callable
 from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
-                                        tasks_digest)
+                                        model_digest, tasks_digest)
 from posttrain.evals.domains import task_groups
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
@@ -56,11 +56,12 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     if req.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
     model = str(Path(req.model).resolve()) if protocol == "text" else req.model
+    digest = model_digest(Path(model)) if protocol == "text" else ""
     settings = {**PROTOCOL_DEFAULTS[protocol],
                 **{k: v for k, v in req.settings.items() if v is not None}}
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
-                          task_groups=task_groups(tasks),
+                          model_digest=digest, task_groups=task_groups(tasks),
                           **settings)
 
 

@@ -26,11 +26,17 @@ def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k:
         episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg)
         if progress:
             progress(len(chunk))
-    scores: dict[str, list[float]] = defaultdict(list)
-    for ep in episodes:
-        scores[ep.task_id].append(1.0 if ep.reward >= 1.0 else 0.0)
-    ci = asdict(clustered_mean_ci(dict(scores)))
+    ci = asdict(clustered_mean_ci(pass_scores(episodes)))
     summary = {"pass_at_1": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
                "n_tasks": ci["n_tasks"], "k": k}
     return summary, episodes
+
+
+def pass_scores(episodes: list[Episode]) -> dict[str, list[float]]:
+    """Each task's passes (1.0 for reward >= 1) over its episodes: what pass@1 and paired
+    comparisons are computed from."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        scores[ep.task_id].append(1.0 if ep.reward >= 1.0 else 0.0)
+    return dict(scores)
 

@@ -3,10 +3,12 @@ An unknown key or a wrong type is a one-line ConfigError naming the key."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import tomllib
 from pathlib import Path
-from typing import TypeVar
+from typing import Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -67,3 +69,43 @@ def fresh_run_dir(cfg: BaseModel, run_dir: Path, overwrite: bool, hint: str) -> 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
     return run_dir
+
+
+@contextlib.contextmanager
+def removed_on_failure(run_dir: Path, keep: Callable[[], bool]):
+    """Remove run_dir if the body raises and keep() is false (nothing worth resuming from), so
+    a failed run never leaves a directory whose "already exists" hides the real error."""
+    try:
+        yield
+    except BaseException:
+        if not keep():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def config_changes(saved: dict, given: dict, prefix: str = "") -> list[str]:
+    """`key: old -> new` for every leaf that differs between two config dicts."""
+    out = []
+    for k in sorted(set(saved) | set(given)):
+        a, b, key = saved.get(k), given.get(k), f"{prefix}{k}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_changes(a, b, key + ".")
+        elif a != b:
+            out.append(f"{key}: {json.dumps(a)} -> {json.dumps(b)}")
+    return out
+
+
+def resumed_config(model: type[M], run_dir: Path, path: str | None, overrides: list[str]) -> M:
+    """The run's own config (RUN/config.json), with the given file and overrides laid over it;
+    refused, listing the differences, if they change anything."""
+    saved_path = run_dir / "config.json"
+    if not saved_path.is_file():
+        raise PosttrainError(f"{run_dir}: no run to resume (no config.json)")
+    saved = json.loads(saved_path.read_text(encoding="utf-8"))
+    cfg = load_model(model, path, overrides, base=saved)
+    changes = config_changes(model.model_validate(saved).model_dump(mode="json"), cfg.model_dump(mode="json"))
+    if changes:
+        raise ConfigError(f"--resume continues {run_dir} under its own config ({saved_path}), and the "
+                          f"given config changes it: {'; '.join(changes)}; drop the changes, or start "
+                          "a new run under another name")
+    return cfg

@@ -23,9 +23,11 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.errors import PosttrainError
-from posttrain.evals.quick import evaluate_pass_at_1
+from posttrain.evals.quick import evaluate_pass_at_1, pass_scores
+from posttrain.evals.stats import paired_compare
+from posttrain.machine import cpu_info
 from posttrain.recipes.config import QuickstartConfig
-from posttrain.recipes.config_io import fresh_run_dir
+from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.report import write_report
 from posttrain.recipes.samples import write_samples
@@ -116,39 +118,54 @@ def _evaluate(cfg, engine, framer, tasks, phases, label: str, run_dir: Path) -> 
         tasks, engine, framer, cfg.eval_samples, params, cfg.agent,
         progress=lambda n: phases.advance(label, n=n))
     write_samples(run_dir / "samples" / f"{label}.txt", episodes, framer.tokenizer, 6)
-    return summary
+    return summary, pass_scores(episodes)
+
+
+def paired_gain(after: dict[str, list[float]], before: dict[str, list[float]]) -> dict:
+    """RL - SFT on the same held-out tasks and samples: the paired, task-clustered difference
+    (the test with power here, since the starting point moves a lot between seeds)."""
+    d = paired_compare(after, before)
+    return {"paired_diff": d.diff, "paired_ci_low": d.ci_low, "paired_ci_high": d.ci_high,
+            "paired_p": d.p_value, "paired_n_tasks": d.n_tasks}
 
 
 def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None) -> dict:
-    """Run the whole recipe; returns summary.json's content."""
+    """Run the whole recipe; returns summary.json's content. A run that fails leaves no
+    directory behind (nothing in it could be resumed)."""
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, overwrite)
     reap()  # sandboxes and cgroups that killed runs left behind slow every later one
     _seed_everything(cfg.seed, cfg.threads)
     n_eval = cfg.n_eval_tasks * cfg.eval_samples
-    with Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
-                          "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval}) as phases:
-        train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
-        transcripts = play_oracles(train_tasks, cfg.agent)
-        bad = [t.task_id for t in transcripts if t.reward < 1]
-        if bad:
-            raise PosttrainError(f"oracle failed on {len(bad)} generated tasks, e.g. {bad[0]}")
-        phases.advance("demos", n=len(transcripts))
-        model, tokenizer = _build_policy(cfg, transcripts)
-        framer = ChatFramer(tokenizer)
-        demos = [demo_episode(t, framer) for t in transcripts]
-        log = MetricsLog(run_dir)
-        trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim)
-        _sft(cfg, trainer, demos, log, phases)
-        engine = LocalEngine(model, tokenizer)
-        before = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
-        trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim)
-        history = _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases)
-        after = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
-        log.close()
-    save_policy(model, tokenizer, run_dir / "checkpoint")
-    summary = {"eval_before": before, "eval_after": after,
-               "wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed}
+    with removed_on_failure(run_dir, keep=lambda: False), \
+            Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
+                             "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval}) as phases:
+        summary, history = _train_and_evaluate(cfg, run_dir, phases)
+    summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info()}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     write_report(run_dir, summary, history)
     return summary
+
+
+def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[dict, list[dict]]:
+    """Demos, SFT, held-out eval, GRPO, held-out eval; saves the checkpoint."""
+    train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
+    transcripts = play_oracles(train_tasks, cfg.agent)
+    bad = [t.task_id for t in transcripts if t.reward < 1]
+    if bad:
+        raise PosttrainError(f"oracle failed on {len(bad)} generated tasks, e.g. {bad[0]}")
+    phases.advance("demos", n=len(transcripts))
+    model, tokenizer = _build_policy(cfg, transcripts)
+    framer = ChatFramer(tokenizer)
+    demos = [demo_episode(t, framer) for t in transcripts]
+    log = MetricsLog(run_dir)
+    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim)
+    _sft(cfg, trainer, demos, log, phases)
+    engine = LocalEngine(model, tokenizer)
+    before, before_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
+    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim)
+    history = _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases)
+    after, after_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
+    log.close()
+    save_policy(model, tokenizer, run_dir / "checkpoint")
+    return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores)}, history

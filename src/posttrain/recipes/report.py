@@ -9,6 +9,8 @@ from pathlib import Path
 
 import matplotlib
 
+from posttrain.machine import cpu_line
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
@@ -54,6 +56,14 @@ def _row(label: str, e: dict) -> str:
             f"<td>{e['n_tasks']}</td><td>{e['k']}</td></tr>")
 
 
+def _verdict(summary: dict) -> str:
+    if summary["paired_ci_low"] > 0:
+        return "RL improved on SFT (the interval excludes 0)."
+    if summary["paired_ci_high"] < 0:
+        return "RL made the agent worse (the interval excludes 0)."
+    return "no difference shown (the interval includes 0)."
+
+
 def write_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
     samples = sorted((run_dir / "samples").glob("eval_after.txt"))
     example = html.escape(samples[0].read_text()[:6000]) if samples else "(none)"
@@ -63,10 +73,13 @@ def write_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
 td,th{{padding:4px 10px;border-bottom:1px solid #ddd}}pre{{background:#f6f6f6;padding:1em;
 white-space:pre-wrap}}</style></head><body>
 <h1>posttrain quickstart: {html.escape(run_dir.name)}</h1>
-<p>wall time {summary['wall_s']} s, seed {summary['seed']}</p>
+<p>wall time {summary['wall_s']} s, seed {summary['seed']}, on {html.escape(cpu_line(summary['cpu']))}</p>
 <h2>Held-out pass@1</h2>
 <table><tr><th></th><th>pass@1</th><th>95% CI (task-clustered)</th><th>tasks</th><th>k</th></tr>
 {_row("SFT only", summary["eval_before"])}{_row("SFT + GRPO", summary["eval_after"])}</table>
+<p><b>RL &minus; SFT</b> on the same held-out tasks and samples (paired, task-clustered):
+{summary['paired_diff']:+.3f}, 95% CI [{summary['paired_ci_low']:+.3f}, {summary['paired_ci_high']:+.3f}],
+p = {summary['paired_p']:.2g}: {_verdict(summary)}</p>
 <img src="data:image/png;base64,{_pass_rates(summary)}">
 <h2>GRPO reward</h2>{curve}
 <h2>Example held-out transcripts (after RL)</h2><pre>{example}</pre>

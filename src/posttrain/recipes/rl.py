@@ -22,28 +22,23 @@ from pathlib import Path
 
 import torch
 
-from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
-from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.process_engine import ProcessEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.errors import PosttrainError, TaskError
+from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
-from posttrain.recipes.config_io import fresh_run_dir
+from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.rl_env import build_env
 from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
-from posttrain.rollout.single_turn import REWARDS, copy_prompts
 from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
-from posttrain.tasks.suites import terminal_basics
-from posttrain.tasks.task import read_task
 from posttrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -51,7 +46,6 @@ from posttrain.train.checkpoint import (
 )
 from posttrain.train.metrics import MetricsLog
 from posttrain.train.trainer import PolicyTrainer
-from posttrain.types import Episode
 
 
 def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
@@ -61,93 +55,6 @@ def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
             raise PosttrainError(f"{run_dir}: no checkpoint to resume from")
         return run_dir
     return fresh_run_dir(cfg, run_dir, overwrite, "--overwrite, --resume or another name")
-
-
-def _sandbox_tasks(cfg: RLRunConfig, run_dir: Path):
-    t = cfg.tasks
-    if t.kind == "terminal-basics":
-        train = terminal_basics.generate(run_dir / "tasks" / "train", t.n_train, cfg.seed, "train")
-        held = terminal_basics.generate(run_dir / "tasks" / "heldout", t.n_eval, cfg.seed + 1, "heldout")
-        return train, held
-    root = Path(t.path or "")
-    if not root.is_dir():
-        raise PosttrainError(f"tasks.path {root} is not a directory")
-    tasks, bad = [], []
-    for p in sorted(x for x in root.iterdir() if x.is_dir()):
-        try:
-            tasks.append(read_task(p))
-        except TaskError as e:
-            bad.append(str(e))
-    if not tasks:
-        raise PosttrainError(f"no valid tasks in {root}" + (f": {bad[0]}" if bad else ""))
-    n_eval = min(t.n_eval, len(tasks) - 1)
-    return tasks[:len(tasks) - n_eval], tasks[len(tasks) - n_eval:]
-
-
-def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode]) -> None:
-    from posttrain.train.trainer import OptimConfig
-
-    trainer = PolicyTrainer(model, pad_id, OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32))
-    rng = random.Random(cfg.seed)
-    for _ in range(cfg.policy.sft_steps):
-        trainer.sft_step(rng.sample(demos, min(cfg.policy.sft_batch, len(demos))))
-
-
-def _fresh_policy(cfg: RLRunConfig, corpus: list[str], demos_of) -> tuple:
-    """A tokenizer trained on the corpus and a tiny model warm-started on demonstrations."""
-    tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
-    model = build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed)
-    if cfg.policy.sft_steps:
-        _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer))
-    return model, tokenizer
-
-
-def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
-    if resume_from is not None:
-        return load_policy(resume_from / "model")
-    if cfg.policy.init != "scratch":
-        return load_policy(cfg.policy.init)
-    return _fresh_policy(cfg, *corpus_and_demos())
-
-
-def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None):
-    """(train env, held-out env, model, tokenizer) for the configured task kind."""
-    g, t = cfg.rollout.group_size, cfg.tasks
-    if t.kind == "copy":
-        if t.reward not in REWARDS:
-            raise PosttrainError(f"unknown reward {t.reward!r}; known: {sorted(REWARDS)}")
-        train, held = copy_prompts(t.n_train, cfg.seed), copy_prompts(t.n_eval, cfg.seed + 1)
-
-        def corpus_and_demos():
-            corpus = [p.text for p in train + held] + [p.target for p in train]
-
-            def demos(tok):
-                eps = []
-                for p in train:
-                    e = Episode(p.id, 0)
-                    e.append(tok.encode(p.text, add_special_tokens=False), sampled=False)
-                    ids = tok.encode(p.target + "<|end|>", add_special_tokens=False)
-                    e.append(ids, sampled=True, logprobs=[0.0] * len(ids))
-                    eps.append(e)
-                return eps
-            return corpus, demos
-        model, tok = _policy(cfg, resume_from, corpus_and_demos)
-        kw = dict(tokenizer=tok, reward_fn=REWARDS[t.reward], max_tokens=t.max_tokens,
-                  max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
-                  stop_token_ids=[tok.convert_tokens_to_ids("<|end|>")], chunk_tokens=t.chunk_tokens)
-        return SingleTurnEnv(train, group_size=g, **kw), SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok
-    train, held = _sandbox_tasks(cfg, run_dir)
-
-    def corpus_and_demos():
-        transcripts = [x for x in play_oracles(train, cfg.agent) if x.reward >= 1]
-        if not transcripts:
-            raise PosttrainError("no valid tasks: the oracle solves none of the training tasks")
-        corpus = [SYSTEM_PROMPT] + [s for x in transcripts for s in transcript_texts(x)]
-        return corpus, lambda tok: [demo_episode(x, ChatFramer(tok)) for x in transcripts]
-    model, tok = _policy(cfg, resume_from, corpus_and_demos)
-    framer = ChatFramer(tok)
-    env = SandboxEnv(train, framer, cfg.agent, g, cfg.rollout.temperature, cfg.rollout.episode_timeout_s)
-    return env, SandboxEnv(held, framer, cfg.agent, t.eval_samples, cfg.rollout.temperature), model, tok
 
 
 def evaluate(env, engine, cfg: RLRunConfig, seed: int) -> dict:
@@ -220,16 +127,39 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
 
 
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
+    """Train, evaluate before and after, write RUN/summary.json. A fresh run that fails before
+    its first checkpoint leaves no directory behind; a run whose every step was skipped (no
+    trainable group) is an error after its summary is written."""
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, resume, overwrite)
+    ckpt = latest_checkpoint(run_dir) if resume else None
+    with removed_on_failure(run_dir, keep=lambda: resume or latest_checkpoint(run_dir) is not None):
+        summary = _train(cfg, run_dir, ckpt, console)
+    summary["wall_s"] = round(time.perf_counter() - t_start, 1)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if summary["steps_trained"] == 0:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["episode_statuses"].items()))
+        raise PosttrainError(
+            f"all {summary['steps']} steps were skipped: no group had a trainable episode with a "
+            f"reward signal (episodes: {statuses}); every group's rewards were equal, e.g. the policy "
+            "solves none or all of the tasks, or its episodes failed. Summary: "
+            f"{run_dir / 'summary.json'}")
+    return summary
+
+
+def _warn(console):
+    return (lambda text: console.print(f"[yellow]warning:[/yellow] {text}", highlight=False)) \
+        if console is not None else (lambda text: None)
+
+
+def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
-    ckpt = latest_checkpoint(run_dir) if resume else None
     n_eval = 0 if cfg.tasks.n_eval == 0 else 2
     with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
             contextlib.ExitStack() as stack:
-        env, held_env, model, tok = build_env(cfg, run_dir, ckpt)
+        env, held_env, model, tok = build_env(cfg, run_dir, ckpt, _warn(console))
         engine = stack.enter_context(rollout_engine(cfg, model, tok))
         if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
             env = InEngineProcess(env, engine)
@@ -237,7 +167,7 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
         extra: dict = {}
         if ckpt is not None:
             state = load_checkpoint(ckpt, model, trainer)
-            extra = state["recipe"]
+            extra = {"skipped_steps": 0} | state["recipe"]
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
@@ -248,13 +178,15 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
             pipeline.load_state_dict(state["pipeline"])
             phases.advance("rl", n=pipeline.step)
         else:
-            extra = {"eval_before": evaluate(held_env, engine, cfg, cfg.seed + 424_242), "metrics_lines": 0}
+            extra = {"eval_before": evaluate(held_env, engine, cfg, cfg.seed + 424_242), "metrics_lines": 0,
+                     "skipped_steps": 0}
         phases.advance("eval")
         log = MetricsLog(run_dir)
 
         def on_step(step: int, stats: dict) -> None:
             log.log("rl", step, stats)
             extra["metrics_lines"] += 1
+            extra["skipped_steps"] += int(stats.get("skipped", 0))
             phases.advance("rl", reward=stats["reward_mean"], stale=stats["staleness_mean"],
                            idle=stats["trainer_idle_frac"])
             every = cfg.rollout.checkpoint_every
@@ -266,8 +198,7 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
         pipeline.events.close()
         after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
         phases.advance("eval")
-    summary = {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
-               "trajectories": pipeline.trajectories, "wall_s": round(time.perf_counter() - t_start, 1),
-               "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
+            "steps_trained": pipeline.step - extra["skipped_steps"],
+            "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
+            "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness}

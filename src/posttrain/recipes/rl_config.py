@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
-from posttrain.recipes.config_io import load_model
+from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
@@ -30,6 +30,7 @@ class PolicyConfig(_Section):
 class TasksConfig(_Section):
     kind: Literal["terminal-basics", "copy", "dir"] = "terminal-basics"
     path: str | None = None                # task directory root for kind = "dir"
+    eval_path: str | None = None           # kind = "dir": held-out tasks (default: the last n_eval)
     n_train: int = Field(48, ge=1)
     n_eval: int = Field(12, ge=0)          # held-out tasks; 0 skips the evals
     eval_samples: int = Field(2, ge=1)
@@ -67,5 +68,8 @@ class RLRunConfig(_Section):
         return Path(self.runs_dir) / self.name
 
 
-def load_rl_config(path: str | None = None, overrides: list[str] = ()) -> RLRunConfig:
-    return load_model(RLRunConfig, path, overrides)
+def load_rl_config(path: str | None = None, overrides: list[str] = (), resume: bool = False) -> RLRunConfig:
+    """The config from the file and overrides; with resume, the run's own saved config (the file
+    and overrides may repeat it, not change it)."""
+    cfg = load_model(RLRunConfig, path, overrides)
+    return resumed_config(RLRunConfig, cfg.run_dir, path, list(overrides)) if resume else cfg

@@ -1,7 +1,11 @@
 """Pick a sandbox backend by name: `bwrap` (default), `docker` (needs an engine),
-`process` (no isolation, debugging only, never chosen unless named)."""
+`process` (no isolation, debugging only, never chosen unless named). The first sandbox a
+process opens first reclaims what dead owners left (sandbox/reaper.py), so every command
+that opens sandboxes cleans up after killed runs."""
 
 from __future__ import annotations
+
+import functools
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
@@ -9,8 +13,16 @@ from posttrain.sandbox.base import Sandbox, SandboxSpec
 BACKENDS = ("bwrap", "docker", "process")
 
 
+@functools.cache
+def reap_once() -> None:
+    from posttrain.sandbox.reaper import reap
+
+    reap()
+
+
 def create(backend: str, spec: SandboxSpec) -> Sandbox:
     """A new sandbox of the named backend; unknown names raise SandboxError."""
+    reap_once()
     if backend == "bwrap":
         from posttrain.sandbox.bwrap import BwrapSandbox
 

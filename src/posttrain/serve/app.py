@@ -1,122 +1,43 @@
-"""The OpenAI-compatible HTTP face of the engine (FastAPI).
+"""The OpenAI-compatible HTTP face of the engine (FastAPI): routes, errors and the API key.
 
-/v1/completions (text or token-id prompts), /v1/chat/completions (tool calls parsed from
-Hermes/Qwen-style `<tool_call>` blocks when `tools` are given), both with streaming and logprobs; /v1/models, /health and Prometheus /metrics. Bad input answers 400 with an OpenAI
-error body; a client that disconnects mid-stream has its sequences aborted, and the engine
-keeps serving everyone else.
+/v1/completions (text or token-id prompts; `echo` with prompt logprobs), /v1/chat/completions
+(tool calls parsed from Hermes/Qwen-style `<tool_call>` blocks when `tools` are given), both
+with streaming and logprobs; /v1/models, /health and Prometheus /metrics. Errors use OpenAI's
+body: a bad request 400, a wrong or missing key 401, an unknown model 404, a failure 500.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hmac
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse
+from jinja2 import TemplateError
 
 from posttrain.engine.paged import PagedEngine
 from posttrain.serve import render
-from posttrain.serve.loop import EngineLoop, Handle
-from posttrain.serve.metrics import Metrics
-from posttrain.serve.protocol import (
-    ChatRequest,
-    CompletionRequest,
-    chat_prompt,
-    parse_tool_calls,
-    prompt_token_lists,
-)
+from posttrain.serve.prompts import chat_prompt, prompt_token_lists
+from posttrain.serve.protocol import ChatRequest, CompletionRequest
+from posttrain.serve.server import Server
 
 
-class Server:
-    """Request handling over one EngineLoop; `kind` is "completion" or "chat"."""
-
-    def __init__(self, engine: PagedEngine, model_name: str):
-        self.engine = engine
-        self.model_name = model_name
-        self.loop = EngineLoop(engine)
-        self.metrics = Metrics(engine, self.loop)
-        self.tok = engine.tokenizer
-        self.eos = getattr(self.tok, "eos_token_id", None) if self.tok is not None else None
-
-    async def serve(self, kind: str, req, prompts: list[list[int]]):
-        self.metrics.count(f"requests_{kind}")
-        expanded = [p for p in prompts for _ in range(req.n)]
-        try:
-            params = req.sampling_params(self.eos)
-            self.engine.check_request(expanded, params)
-        except ValueError as e:
-            self.metrics.count("errors")
-            return render.error_response(400, str(e))
-        handle = self.loop.submit(expanded, params)
-        rid = render.new_id("cmpl" if kind == "completion" else "chatcmpl")
-        if req.stream:
-            return StreamingResponse(self.stream(kind, req, handle, rid), media_type="text/event-stream")
-        return await self.collect(kind, req, handle, rid)
-
-    async def collect(self, kind: str, req, handle: Handle, rid: str):
-        n = len(handle.prompts)
-        ids, lps, reasons = [[] for _ in range(n)], [[] for _ in range(n)], [None] * n
-        try:
-            while None in reasons:
-                d = await handle.queue.get()
-                if d.error:
-                    self.metrics.count("errors")
-                    return render.error_response(400, d.error)
-                ids[d.index] += d.token_ids
-                lps[d.index] += d.logprobs
-                reasons[d.index] = d.finish_reason
-        except asyncio.CancelledError:
-            self.loop.abort(handle)
-            raise
-        choices = [self.choice(kind, req, i, ids[i], lps[i], reasons[i], render.decode(self.tok, ids[i])) for i in range(n)]
-        obj = "text_completion" if kind == "completion" else "chat.completion"
-        usage = render.usage(handle.prompts, ids)
-        return JSONResponse(render.envelope(rid, obj, self.model_name, choices, usage=usage, policy_version=self.engine.policy_version))
-
-    async def stream(self, kind: str, req, handle: Handle, rid: str):
-        streams: dict[int, render.TextStream] = {}
-        obj = "text_completion" if kind == "completion" else "chat.completion.chunk"
-        done, finished = 0, False
-        try:
-            while done < len(handle.prompts):
-                d = await handle.queue.get()
-                if d.error:
-                    self.metrics.count("errors")
-                    finished = True
-                    yield render.sse({"error": {"message": d.error, "type": "server_error"}})
-                    return
-                text = streams.setdefault(d.index, render.TextStream(self.tok)).push(d.token_ids, d.finish_reason is not None)
-                choice = self.choice(kind, req, d.index, d.token_ids, d.logprobs, d.finish_reason, text, delta=True)
-                yield render.sse(render.envelope(rid, obj, self.model_name, [choice]))
-                done += d.finish_reason is not None
-            finished = True
-            yield render.sse("[DONE]")
-        finally:
-            if not finished:  # the client went away mid-stream: free its sequences
-                self.metrics.count("disconnects")
-                self.loop.abort(handle)
-
-    def choice(self, kind, req, index, ids, lps, reason, text, delta=False) -> dict:
-        """One choice (or stream chunk choice) in the OpenAI shape, plus token_ids if asked."""
-        choice = {"index": index, "finish_reason": reason}
-        if req.return_token_ids:
-            choice["token_ids"] = ids
-        if kind == "completion":
-            choice["text"] = text
-            choice["logprobs"] = render.completion_logprobs(self.tok, ids, lps) if req.logprobs is not None else None
-        else:
-            message = {"role": "assistant", "content": text}
-            if req.tools and not delta:
-                message["content"], calls = parse_tool_calls(text)
-                if calls:
-                    message["tool_calls"], choice["finish_reason"] = calls, "tool_calls"
-            choice["delta" if delta else "message"] = message
-            choice["logprobs"] = render.chat_logprobs(self.tok, ids, lps) if req.logprobs else None
-        return choice
+class Unauthorized(Exception):
+    pass
 
 
-def create_app(engine: PagedEngine, model_name: str) -> FastAPI:
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+    """One line for the first problem in a request body, and the field it concerns."""
+    first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
+    where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or None
+    msg = first["msg"].removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        return f"unsupported parameter: {where}", where
+    return (f"{where}: {msg}" if where else msg), where
+
+
+def create_app(engine: PagedEngine, model_name: str, api_key: str | None = None) -> FastAPI:
     server = Server(engine, model_name)
 
     @asynccontextmanager
@@ -125,43 +46,64 @@ def create_app(engine: PagedEngine, model_name: str) -> FastAPI:
         yield
         server.loop.stop()
 
+    def check_key(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(given.encode(), api_key.encode()):
+            raise Unauthorized()
+
     app = FastAPI(title="posttrain engine", lifespan=lifespan)
     app.state.server = server
+    v1 = [Depends(check_key)]
 
     @app.exception_handler(RequestValidationError)
     async def bad_body(_request, exc: RequestValidationError):
-        server.metrics.count("errors")
-        first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
-        where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
-        return render.error_response(400, f"{where}: {first['msg']}" if where else first["msg"])
+        message, param = _validation_message(exc)
+        return server.error(400, message, param=param)
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(_request, _exc):
+        return server.error(401, "missing or wrong API key (Authorization: Bearer KEY)", code="invalid_api_key")
+
+    @app.exception_handler(Exception)
+    async def failure(_request, exc: Exception):
+        return server.error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.get("/health")
     async def health():
         return {"status": "ok", "policy_version": engine.policy_version}
 
-    @app.get("/v1/models")
+    card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len}
+
+    @app.get("/v1/models", dependencies=v1)
     async def models():
-        card = {"id": model_name, "object": "model", "owned_by": "posttrain", "max_model_len": engine.max_model_len}
         return {"object": "list", "data": [card]}
+
+    @app.get("/v1/models/{name:path}", dependencies=v1)
+    async def one_model(name: str):
+        if name != model_name:
+            return server.error(404, f"The model `{name}` does not exist", code="model_not_found", param="model")
+        return card
 
     @app.get("/metrics")
     async def prometheus():
         return PlainTextResponse(server.metrics.render(), media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", dependencies=v1)
     async def completions(req: CompletionRequest, request: Request):
         try:
             prompts = prompt_token_lists(req.prompt, server.tok)
         except ValueError as e:
-            return render.error_response(400, str(e))
-        return await server.serve("completion", req, prompts)
+            return server.error(400, str(e))
+        return await server.serve("completion", req, prompts, request)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", dependencies=v1)
     async def chat(req: ChatRequest, request: Request):
         try:
-            prompts = [chat_prompt(req.messages, server.tok, req.tools)]
-        except ValueError as e:
-            return render.error_response(400, str(e))
-        return await server.serve("chat", req, prompts)
+            prompts = [chat_prompt(req.messages, server.tok, req.active_tools)]
+        except (ValueError, TemplateError) as e:
+            return server.error(400, str(e))
+        return await server.serve("chat", req, prompts, request)
 
     return app

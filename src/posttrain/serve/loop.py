@@ -22,13 +22,17 @@ from posttrain.engine.paged import PagedEngine
 
 @dataclass
 class Delta:
-    """New tokens of choice `index` since the last delta; `finish_reason` set on the last one."""
+    """New tokens of choice `index` since the last delta; `finish_reason` set on the last one.
+
+    `error` fails the request: status 400 if the engine refused it, 500 if a step failed."""
 
     index: int
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: str | None = None
     error: str | None = None
+    status: int = 500
+    top_logprobs: list[dict[int, float]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -67,6 +71,7 @@ class EngineLoop:
         return handle
 
     def abort(self, handle: Handle) -> None:
+        """Drop a request's sequences (its client went away); safe to call more than once."""
         self.inbox.put(("abort", handle))
         self.wake.set()
 
@@ -97,7 +102,7 @@ class EngineLoop:
                     with self.engine.lock:
                         handle.seqs = self.engine.add(handle.prompts, handle.params)
                 except ValueError as e:
-                    self._post(handle, Delta(0, [], [], "error", error=str(e)))
+                    self._post(handle, Delta(0, [], [], "error", error=str(e), status=400))
                     continue
                 handle.sent = [0] * len(handle.seqs)
                 self.active.append(handle)
@@ -113,7 +118,8 @@ class EngineLoop:
                 if handle.sent[i] < 0:  # already reported finished
                     continue
                 if len(out) > handle.sent[i] or seq.finished:
-                    delta = Delta(i, out[handle.sent[i] :], seq.logprobs[handle.sent[i] :], seq.finish_reason)
+                    at = handle.sent[i]
+                    delta = Delta(i, out[at:], seq.logprobs[at:], seq.finish_reason, top_logprobs=seq.top_logprobs[at:])
                     handle.sent[i] = -1 if seq.finished else len(out)
                     self._post(handle, delta)
             if all(s.finished for s in handle.seqs):

@@ -24,7 +24,7 @@ class Metrics:
         for kind in ("completion", "chat"):
             add(f"requests_{kind}_total", "counter", self.counters[f"requests_{kind}"], f"{kind} requests received")
         add("request_errors_total", "counter", self.counters["errors"] + self.loop.errors, "requests answered with an error")
-        add("client_disconnects_total", "counter", self.counters["disconnects"], "streams aborted by the client")
+        add("client_disconnects_total", "counter", self.counters["disconnects"], "requests aborted because their client went away")
         add("prompt_tokens_computed_total", "counter", s.prefill_tokens, "prompt tokens run through the model")
         add("prefix_cache_hit_tokens_total", "counter", e.blocks.hit_tokens, "prompt tokens served from the prefix cache")
         add("generation_tokens_total", "counter", s.generated_tokens, "tokens generated")

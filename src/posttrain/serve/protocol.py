@@ -1,28 +1,35 @@
-"""OpenAI-compatible request bodies and the small helpers that turn them into engine calls.
+"""OpenAI-compatible request bodies: what each field means here, and 400s for what we cannot do.
 
-Extensions beyond the OpenAI API (as vLLM names them): `top_k`, `stop_token_ids`, `ignore_eos`,
-`return_token_ids` (each choice carries `token_ids`), and token-id prompts.
+Unknown fields are refused (as OpenAI does), and so are OpenAI fields this server cannot honour
+(penalties, logit_bias, best_of, suffix, forced tool choice, JSON response formats) unless
+they are left at their defaults. Extensions beyond the OpenAI API (as vLLM names them):
+`top_k`, `stop_token_ids`, `ignore_eos`, `skip_special_tokens`, `return_token_ids` (each
+choice carries `token_ids`), and token-id prompts.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import uuid
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from posttrain.engine.base import SamplingParams
 
 Prompt = Union[str, list[int], list[str], list[list[int]]]
+MAX_TOP_LOGPROBS = 20
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = False
 
 
 class SamplingFields(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    max_tokens: int = 16
+    max_tokens: int | None = Field(None, ge=0)
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
@@ -31,87 +38,104 @@ class SamplingFields(BaseModel):
     stop_token_ids: list[int] = Field(default_factory=list)
     seed: int | None = None
     stream: bool = False
+    stream_options: StreamOptions | None = None
     return_token_ids: bool = True
     ignore_eos: bool = False
+    skip_special_tokens: bool | None = None  # None: hide special tokens except the agent's actions
+    user: str | None = None  # OpenAI's end-user id: accepted, not used
+    # OpenAI fields this server cannot honour; 400 unless left at these defaults
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict[str, float] | None = None
 
-    def sampling_params(self, eos_id: int | None) -> SamplingParams:
-        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+    @model_validator(mode="after")
+    def _refuse_unsupported(self):
+        if self.presence_penalty or self.frequency_penalty:
+            raise ValueError("presence_penalty and frequency_penalty are not supported")
+        if self.logit_bias:
+            raise ValueError("logit_bias is not supported")
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    @property
+    def stops(self) -> list[str]:
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+    def token_limit(self) -> int | None:
+        return self.max_tokens
+
+    def sampling_params(self, eos_id: int | None, max_tokens: int, top_logprobs: int = 0) -> SamplingParams:
         stop_ids = list(self.stop_token_ids)
         if eos_id is not None and not self.ignore_eos:
             stop_ids.append(eos_id)
         return SamplingParams(
-            temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-            stop_token_ids=stop_ids, seed=self.seed, top_k=self.top_k, stop=stops,
+            temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens,
+            stop_token_ids=stop_ids, seed=self.seed, top_k=self.top_k, stop=self.stops,
+            top_logprobs=top_logprobs,
         )
 
 
 class CompletionRequest(SamplingFields):
     prompt: Prompt
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = False
+    best_of: int | None = None
+    suffix: str | None = None
+
+    @model_validator(mode="after")
+    def _completion_rules(self):
+        if self.best_of not in (None, 1, self.n):
+            raise ValueError("best_of other than n is not supported")
+        if self.suffix:
+            raise ValueError("suffix is not supported")
+        if self.echo and self.stream:
+            raise ValueError("echo is not supported with stream")
+        if self.max_tokens == 0 and not self.echo:
+            raise ValueError("max_tokens must be >= 1 (0 only with echo)")
+        return self
+
+    def token_limit(self) -> int:
+        return 16 if self.max_tokens is None else self.max_tokens  # OpenAI's completions default
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | None = ""
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict] | None = ""
 
 
 class ChatRequest(SamplingFields):
     messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     tools: list[dict] | None = None
+    tool_choice: str | dict | None = None
+    parallel_tool_calls: bool = True
+    response_format: dict | None = None
 
+    @model_validator(mode="after")
+    def _chat_rules(self):
+        if self.max_tokens == 0:
+            raise ValueError("max_tokens must be >= 1")
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs to be true")
+        if self.tool_choice not in (None, "auto", "none"):
+            raise ValueError("tool_choice must be 'auto' or 'none' (forcing a tool is not supported)")
+        if self.response_format not in (None, {"type": "text"}):
+            raise ValueError("response_format other than text is not supported")
+        return self
 
-def prompt_token_lists(prompt: Prompt, tokenizer) -> list[list[int]]:
-    """Normalise the four OpenAI prompt shapes to a list of token-id lists."""
-    if isinstance(prompt, str):
-        prompt = [prompt]
-    if prompt and all(isinstance(t, int) for t in prompt):
-        return [list(prompt)]
-    out = []
-    for p in prompt:
-        if isinstance(p, str):
-            if tokenizer is None:
-                raise ValueError("this server has no tokenizer: send token-id prompts")
-            out.append(tokenizer.encode(p, add_special_tokens=False))
-        else:
-            out.append(list(p))
-    if not out:
-        raise ValueError("prompt is empty")
-    return out
+    @property
+    def active_tools(self) -> list[dict] | None:
+        return None if self.tool_choice == "none" else self.tools
 
-
-def chat_prompt(messages: list[ChatMessage], tokenizer, tools: list[dict] | None = None) -> list[int]:
-    """Render messages (and tools, if the template takes them) ending with the assistant prompt."""
-    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-        raise ValueError("this model has no chat template")
-    dicts = [m.model_dump(exclude_none=True) for m in messages]
-    extra = {"tools": tools} if tools else {}
-    ids = tokenizer.apply_chat_template(dicts, add_generation_prompt=True, tokenize=True, **extra)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids)
-
-
-TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
-
-
-def parse_tool_calls(text: str) -> tuple[str, list[dict]]:
-    """Split Hermes/Qwen-style `<tool_call>{"name": .., "arguments": ..}</tool_call>` blocks
-    out of a reply; returns (remaining content, OpenAI tool_calls). Malformed blocks stay text."""
-    calls, kept, last = [], [], 0
-    for m in TOOL_CALL.finditer(text):
-        try:
-            obj = json.loads(m.group(1))
-            name, args = obj["name"], obj.get("arguments", {})
-        except (ValueError, KeyError, TypeError):
-            continue
-        kept.append(text[last : m.start()])
-        last = m.end()
-        arguments = args if isinstance(args, str) else json.dumps(args)
-        calls.append({"id": f"call_{uuid.uuid4().hex[:16]}", "type": "function", "function": {"name": name, "arguments": arguments}})
-    kept.append(text[last:])
-    return "".join(kept).strip() if calls else text, calls
+    def token_limit(self) -> int | None:
+        """max_completion_tokens (the newer name) wins; None: the rest of the context."""
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens

@@ -1,4 +1,4 @@
-"""Turning engine output into OpenAI-shaped JSON: choices, stream chunks, errors, usage."""
+"""Turning engine output into OpenAI-shaped JSON: choices' logprobs, stream chunks, errors, usage."""
 
 from __future__ import annotations
 
@@ -8,9 +8,14 @@ import uuid
 
 from fastapi.responses import JSONResponse
 
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error", 500: "server_error"}
 
-def error_response(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+def error_response(status: int, message: str, code: str | int | None = None, param: str | None = None) -> JSONResponse:
+    """OpenAI's error body: {"error": {"message", "type", "param", "code"}}."""
+    kind = ERROR_TYPES.get(status, "invalid_request_error")
+    body = {"message": message, "type": kind, "param": param, "code": status if code is None else code}
+    return JSONResponse({"error": body}, status_code=status)
 
 
 def new_id(prefix: str) -> str:
@@ -25,42 +30,41 @@ def sse(payload: dict | str) -> str:
     return f"data: {payload if isinstance(payload, str) else json.dumps(payload)}\n\n"
 
 
-def token_strings(tokenizer, ids: list[int]) -> list[str]:
-    if tokenizer is None:
-        return [str(i) for i in ids]
-    return [tokenizer.decode([i]) for i in ids]
+def completion_logprobs(detok, ids: list[int], lps: list, tops: list | None, start_offset: int = 0) -> dict:
+    """The legacy completions shape; tops[i] is {id: logprob} (None at an echoed first token).
+
+    OpenAI lists the chosen token among the alternatives even when it is not in the top k."""
+    tokens = [detok.token(i) for i in ids]
+    offsets, at = [], start_offset
+    for t in tokens:
+        offsets.append(at)
+        at += len(t)
+    top_dicts = None
+    if tops is not None:
+        top_dicts = []
+        for tok_id, lp, top in zip(ids, lps, tops):
+            if top is None:
+                top_dicts.append(None)
+                continue
+            d = {detok.token(j): v for j, v in top.items()}
+            d.setdefault(detok.token(tok_id), lp)
+            top_dicts.append(d)
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": top_dicts, "text_offset": offsets}
 
 
-def decode(tokenizer, ids: list[int]) -> str:
-    return "" if tokenizer is None else tokenizer.decode(ids, skip_special_tokens=True)
+def _entry(detok, token_id: int, lp: float) -> dict:
+    t = detok.token(token_id)
+    return {"token": t, "logprob": lp, "bytes": list(t.encode())}
 
 
-class TextStream:
-    """Incremental detokenisation: emit only text that is final (no half UTF-8 character)."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-        self.ids: list[int] = []
-        self.sent = ""
-
-    def push(self, ids: list[int], final: bool) -> str:
-        self.ids.extend(ids)
-        text = decode(self.tokenizer, self.ids)
-        if text.endswith("\ufffd") and not final:
-            return ""
-        delta, self.sent = text[len(self.sent) :], text
-        return delta
+def chat_logprobs(detok, ids: list[int], lps: list[float], tops: list | None) -> dict:
+    content = []
+    for i, (tok_id, lp) in enumerate(zip(ids, lps)):
+        alts = tops[i] if tops else {}
+        content.append({**_entry(detok, tok_id, lp), "top_logprobs": [_entry(detok, j, v) for j, v in alts.items()]})
+    return {"content": content}
 
 
-def completion_logprobs(tokenizer, ids: list[int], lps: list[float]) -> dict:
-    return {"tokens": token_strings(tokenizer, ids), "token_logprobs": lps, "top_logprobs": None, "text_offset": []}
-
-
-def chat_logprobs(tokenizer, ids: list[int], lps: list[float]) -> dict:
-    toks = token_strings(tokenizer, ids)
-    return {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []} for t, lp in zip(toks, lps)]}
-
-
-def usage(prompts: list[list[int]], outputs: list[list[int]]) -> dict:
-    p, c = sum(map(len, prompts)), sum(map(len, outputs))
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    total = prompt_tokens + completion_tokens
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": total}

@@ -1,5 +1,7 @@
 """Text-protocol framing for checkpoints that bring their own chat template (e.g. SmolLM2's
-ChatML), beside posttrain.agent.chat.ChatFramer for the embedded tiny tokenizer.
+ChatML), beside posttrain.agent.chat.ChatFramer for the embedded tiny tokenizer. `posttrain eval`,
+`validate` and `rl` all frame through framer_for / single_turn, so a checkpoint is always
+prompted in its own template.
 
 The framing is derived from the tokenizer's own template, so any template works:
 - prompt:       template([system, user], add_generation_prompt=True)
@@ -10,7 +12,8 @@ Token-in/token-out as in ChatFramer: each piece is tokenised alone and appended.
 
 from __future__ import annotations
 
-from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
+from posttrain.agent.chat import END, SYSTEM_PROMPT, ChatFramer
+from posttrain.engine.tiny import CHAT_TEMPLATE
 from posttrain.errors import PosttrainError
 
 _MARK = "\x00REPLY\x00"
@@ -63,9 +66,31 @@ class TemplateFramer:
         return self.tokenizer.decode(body, skip_special_tokens=False), terminated
 
 
-def framer_for(tokenizer):
-    """ChatFramer for the embedded tokenizer (it has <|end|> and <|tool|>), else the template's."""
+def _is_embedded(tokenizer) -> bool:
+    """The embedded tokenizer: its own template, or (older checkpoints) none but its tokens."""
+    template = getattr(tokenizer, "chat_template", None)
+    if template:
+        return template == CHAT_TEMPLATE
     vocab = tokenizer.get_vocab()
-    if "<|end|>" in vocab and "<|tool|>" in vocab:
-        return ChatFramer(tokenizer)
-    return TemplateFramer(tokenizer)
+    return "<|end|>" in vocab and "<|tool|>" in vocab
+
+
+def framer_for(tokenizer):
+    """ChatFramer for the embedded tokenizer, else the checkpoint's own template's."""
+    return ChatFramer(tokenizer) if _is_embedded(tokenizer) else TemplateFramer(tokenizer)
+
+
+def embedded_user_turn(text: str) -> str:
+    """One user turn in the embedded tokenizer's layout, up to where the reply starts."""
+    return f"<|bos|><|user|>{text}{END}<|assistant|>"
+
+
+def single_turn(tokenizer) -> tuple:
+    """(frame, end_id) for one user turn without a system prompt: frame(text) is the prompt
+    text ending where the reply starts, end_id the token that ends a reply. The embedded
+    tokenizer's own layout, else the checkpoint's chat template (refused if it has none)."""
+    if _is_embedded(tokenizer):
+        return embedded_user_turn, tokenizer.convert_tokens_to_ids(END)
+    end_id = TemplateFramer(tokenizer).end_id        # checks the template and the eos token
+    return (lambda text: tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)), end_id
