@@ -20,20 +20,20 @@ tasks_app = typer.Typer(help="Work with Harbor-format task directories.", no_arg
 @tasks_app.command("generate")
 def generate(
     out: Path = typer.Argument(..., help="Directory to write the task directories into."),
-    suite: str = typer.Option("terminal-basics", help="Built-in suite to generate."),
+    suite: str = typer.Option("terminal-basics", help="Built-in suite (terminal-basics, finance, "
+                              "longctx, cad, ...; see docs/domains.md)."),
     n: int = typer.Option(64, min=1, help="Number of tasks."),
     seed: int = typer.Option(0, help="Seed; the same seed gives the same tasks."),
     split: str = typer.Option("train", help="Prefix of the task ids (train, heldout, ...)."),
+    knob: list[str] = typer.Option([], help="A difficulty knob KEY=VALUE (repeatable)."),
 ) -> None:
-    """Write a generated suite as ordinary task directories."""
+    """Write a generated suite as ordinary task directories (all or nothing)."""
     from posttrain.commands.checks import writable_dir
-    from posttrain.errors import PosttrainError
-    from posttrain.tasks.suites import terminal_basics
+    from posttrain.tasks.suites import generate as generate_suite, suite_module
 
-    if suite != terminal_basics.SUITE:
-        raise PosttrainError(f"unknown suite {suite!r}; known: {terminal_basics.SUITE}")
+    suite_module(suite)               # an unknown suite is an error before anything is made
     writable_dir(out, "the output directory")
-    tasks = terminal_basics.generate(out, n, seed=seed, split=split)
+    tasks = generate_suite(suite, out, n, seed=seed, split=split, knobs=knob)
     Console().print(f"wrote {len(tasks)} tasks to {out}")
 
 

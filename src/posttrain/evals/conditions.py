@@ -42,6 +42,7 @@ class EvalConditions:
     tasks_digest: str = ""
     model_digest: str = ""          # local checkpoints: sha256 of the checkpoint's files
     task_ids: tuple[str, ...] = field(default_factory=tuple)
+    task_groups: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # id, domain, level
 
     def __post_init__(self):
         if self.protocol not in ("text", "tools"):
@@ -60,6 +61,7 @@ class EvalConditions:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tools"], d["task_ids"] = list(self.tools), list(self.task_ids)
+        d["task_groups"] = [list(g) for g in self.task_groups]
         return d
 
     @classmethod
@@ -68,6 +70,7 @@ class EvalConditions:
         d = {k: v for k, v in d.items() if k in known}
         d["tools"] = tuple(d.get("tools", TOOLS))
         d["task_ids"] = tuple(d.get("task_ids", ()))
+        d["task_groups"] = tuple(tuple(g) for g in d.get("task_groups", ()))
         return cls(**d)
 
 

@@ -16,6 +16,7 @@ from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
+from posttrain.evals.domains import task_groups
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
 from posttrain.evals.record import TrialRecord
@@ -60,7 +61,7 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
                 **{k: v for k, v in req.settings.items() if v is not None}}
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
-                          model_digest=digest,
+                          model_digest=digest, task_groups=task_groups(tasks),
                           **settings)
 
 

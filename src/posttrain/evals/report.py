@@ -49,6 +49,17 @@ def headline_rows(s: dict) -> list[tuple[str, object]]:
     return rows
 
 
+def domain_rows(per_domain: dict) -> str:
+    f = (lambda x: "-" if x is None else f"{x:.3f}")
+    head = "<tr><th>domain</th><th>difficulty</th><th>tasks</th><th>mean</th><th>95% CI</th></tr>"
+    rows = []
+    for domain, d in per_domain.items():
+        for level, g in [("all", d)] + list(d["by_difficulty"].items()):
+            rows.append(f"<tr><td>{esc(domain)}</td><td>{esc(level)}</td><td>{g['n_tasks']}</td>"
+                        f"<td>{f(g['mean'])}</td><td>[{f(g['ci_low'])}, {f(g['ci_high'])}]</td></tr>")
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
 def trial_rows(records) -> str:
     head = "<tr><th>trial</th><th>status</th><th>reward</th><th>turns</th><th>tokens</th>" \
            "<th>seconds</th><th>error</th></tr>"
@@ -69,6 +80,8 @@ def write_report(job_path: Path, out: Path | None = None) -> tuple[Path, dict]:
     s = summarize(records, c, len(c.task_ids), last_run)
     write_json(job.path / "summary.json", s)
     body = kv_table(headline_rows(s))
+    if s.get("per_domain"):
+        body += "<h2>Per domain</h2>" + domain_rows(s["per_domain"])
     body += ("<p class='note'>The interval is for the mean over tasks like these: trials of a "
              "task are correlated, so the standard error is clustered by task. Two models "
              "differ for real only if a paired comparison (posttrain eval compare) says so; "

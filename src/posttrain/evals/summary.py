@@ -10,6 +10,7 @@ from collections import Counter
 
 from posttrain.evals import stats, taxonomy
 from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.domains import per_domain
 from posttrain.evals.record import TrialRecord
 
 
@@ -76,6 +77,8 @@ def summarize(records: list[TrialRecord], c: EvalConditions, n_tasks_planned: in
                    ci_method=ci.method, k_effective=ci.k)
     if last_run:  # this invocation only (a resumed job ran the rest earlier)
         out["last_run"] = last_run
+    if scores and c.task_groups:
+        out["per_domain"] = per_domain(scores, c.task_groups)
     out["per_task"] = {t: {"n": len(v), "mean": sum(v) / len(v),
                            "passes": sum(1 for s in v if s >= taxonomy.PASS_THRESHOLD)}
                        for t, v in sorted(scores.items())}

@@ -64,6 +64,9 @@ def print_summary(console: Console, s: dict, job: Path) -> None:
         t.add_row("this run", f"{lr['trials_run']} trials in {lr['wall_s']:.1f} s "
                   f"({lr['trials_per_min']:.1f}/min at --jobs {lr['jobs']})")
     console.print(t)
+    if len(s.get("per_domain", {})) > 1 or any(len(d["by_difficulty"]) > 1
+                                               for d in s.get("per_domain", {}).values()):
+        console.print(domain_table(s["per_domain"]))
 
 
 def print_comparison(console: Console, d: PairedDiff, a: str, b: str) -> None:
@@ -76,3 +79,15 @@ def print_comparison(console: Console, d: PairedDiff, a: str, b: str) -> None:
     verdict = ("the difference is significant at 5%" if d.p_value < 0.05
                else "the difference is not significant at 5% (CI includes 0)")
     console.print(f"{verdict}; tasks only in A: {d.only_a}, only in B: {d.only_b}")
+
+
+def domain_table(per_domain: dict) -> Table:
+    """Mean reward with its 95% CI per domain and per difficulty within it."""
+    t = Table("domain", "difficulty", "tasks", "mean reward", "95% CI", title="per domain")
+    for domain, d in per_domain.items():
+        t.add_row(domain, "all", str(d["n_tasks"]), _fmt(d["mean"]),
+                  f"[{_fmt(d['ci_low'])}, {_fmt(d['ci_high'])}]")
+        for level, g in d["by_difficulty"].items():
+            t.add_row("", level, str(g["n_tasks"]), _fmt(g["mean"]),
+                      f"[{_fmt(g['ci_low'])}, {_fmt(g['ci_high'])}]")
+    return t

@@ -15,6 +15,7 @@ from pathlib import Path
 from posttrain.tasks import Task
 from posttrain.validate import agents, mutants
 from posttrain.validate.config import ValidateConfig
+from posttrain.validate.domains import probes_for
 from posttrain.validate.record import Check, skipped
 from posttrain.validate.runs import Attempt, attempt
 
@@ -139,7 +140,7 @@ def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """Each hack probe must not raise the reward above the no-op agent's."""
     base = done["nop"].evidence.get("reward", 0.0)
     results = {}
-    for name, make in agents.HACKS.items():
+    for name, make in (agents.HACKS | probes_for(task)).items():
         a = attempt(task, cfg, script=make(task))
         results[name] = {"reward": a.reward, "status": a.status}
     raised = [n for n, r in results.items() if r["reward"] > base + 1e-9]
