@@ -24,14 +24,17 @@ def generate(
     n: int = typer.Option(64, min=1, help="Number of tasks."),
     seed: int = typer.Option(0, help="Seed; the same seed gives the same tasks."),
     split: str = typer.Option("train", help="Prefix of the task ids (train, heldout, ...)."),
+    knob: list[str] = typer.Option([], help="Suite knob KEY=VALUE (repeatable; see docs/domains.md)."),
 ) -> None:
     """Write a generated suite as ordinary task directories."""
     from posttrain.errors import PosttrainError
-    from posttrain.tasks.suites import terminal_basics
+    from posttrain.tasks.suites import registry
 
-    if suite != terminal_basics.SUITE:
-        raise PosttrainError(f"unknown suite {suite!r}; known: {terminal_basics.SUITE}")
-    tasks = terminal_basics.generate(out, n, seed=seed, split=split)
+    bad = [k for k in knob if "=" not in k]
+    if bad:
+        raise PosttrainError(f"--knob {bad[0]!r}: write KEY=VALUE")
+    knobs = dict(k.split("=", 1) for k in knob)
+    tasks = registry.generate(suite, out, n, seed=seed, split=split, knobs=knobs)
     Console().print(f"wrote {len(tasks)} tasks to {out}")
 
 
