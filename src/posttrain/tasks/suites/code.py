@@ -18,7 +18,7 @@ from pathlib import Path
 
 from posttrain.errors import PosttrainError
 from posttrain.tasks.suites import code_host, code_mutate, code_write, pypi
-from posttrain.tasks.suites.code_pick import pick
+from posttrain.tasks.suites.code_pick import near_misses, pick
 
 SUITE = "code"
 FAMILIES = ("bugfix", "scratch")
@@ -79,7 +79,8 @@ def generate(out_dir: str | Path, n_tasks: int, seed: int, split: str = "train",
                 raise PosttrainError(f"suite code: no usable {family} mutation found for task "
                                      f"{i} (try other kinds or fewer mutations)")
             task_id = f"{split}-{i:04d}-{family}"
-            tasks.append(code_write.write(prep, bug, task_id, detail, staging))
+            misses = near_misses(prep, bug, rng)
+            tasks.append(code_write.write(prep, bug, task_id, detail, staging, misses))
         for task in tasks:
             dest = out / task.id
             if dest.exists():

@@ -191,8 +191,8 @@ def judge(spec: dict, outcomes: dict[str, str], got: list[str]) -> dict:
     diff = sum(a == b for a, b in zip(got, expect)) if got else 0
     parts = {"f2p_passed": len(f2p), "f2p_total": len(spec["f2p"]), "p2p_passed": len(p2p),
              "p2p_total": len(spec["p2p"]), "diff_passed": diff, "diff_total": len(expect)}
-    if spec["mode"] == "scratch":
-        reward = len(f2p) / max(1, len(spec["f2p"]))
+    if spec["mode"] == "scratch":       # the share of hidden tests, if nothing else broke
+        reward = len(f2p) / max(1, len(spec["f2p"])) if len(p2p) == len(spec["p2p"]) else 0.0
     else:
         reward = float(len(f2p) == len(spec["f2p"]) and len(p2p) == len(spec["p2p"])
                        and diff == len(expect))
@@ -215,7 +215,7 @@ def grade(spec: dict, tests_dir: str, python: str = "/usr/bin/python3") -> dict:
                 with open(path, encoding="utf-8", errors="replace") as f:
                     reasons += [f"{rel}: {r}" for r in screen(f.read(), before, spec["allowed_imports"])]
         if reasons:
-            return {"reward": 0.0, "screen_failed": 1.0, "why": reasons}
+            return {"reward": 0.0, "screen_failed": 1.0, "why": reasons[:6]}
         wheels = [os.path.join(tests_dir, "wheels", w) for w in spec["wheels"]]
         outcomes = run_pytest(python, work, wheels, spec["targets"])
         got = run_cases(python, work, spec["cases"])

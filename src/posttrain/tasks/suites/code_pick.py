@@ -100,3 +100,22 @@ def _stub_sites(source: str, funcs: list[str], rng: random.Random,
         return []
     got = [code_mutate.stub_site(source, f) for f in rng.sample(funcs, count)]
     return [s for s in got if s is not None] if all(got) else []
+
+
+def near_misses(prep: Prepared, bug: Bug, rng: random.Random, want: int = 2) -> list[tuple[str, str]]:
+    """(name, module source) of wrong fixes a weak verifier would pass: the fix plus a bug
+    elsewhere in the module that breaks a pass-to-pass test (checked), and for several
+    mutations, all but one fixed."""
+    pristine = (prep.root / bug.module).read_text()
+    out = []
+    if len(bug.sites) > 1:
+        rest = [s for s in bug.sites if s is not bug.sites[-1]]
+        if bug.family == "scratch" or screen(prep, "bugfix", bug.module, rest) is not None:
+            out.append(("partial-fix", code_mutate.apply(pristine, rest)))
+    others = [s for s in code_mutate.sites(pristine) if s.function not in bug.functions]
+    for site in rng.sample(others, min(len(others), 8)):
+        if len(out) >= want + (len(bug.sites) > 1):
+            break
+        if screen(prep, "bugfix", bug.module, [site]) is not None:
+            out.append((f"collateral-{len(out)}", code_mutate.apply(pristine, [site])))
+    return out

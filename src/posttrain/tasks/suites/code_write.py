@@ -116,7 +116,8 @@ def grade_spec(prep: Prepared, bug: Bug, repo: Path) -> dict:
             "wheels": [w.name for w in prep.wheels]}
 
 
-def write(prep: Prepared, bug: Bug, task_id: str, detail: str, staging: Path) -> Task:
+def write(prep: Prepared, bug: Bug, task_id: str, detail: str, staging: Path,
+          misses: list[tuple[str, str]] = ()) -> Task:
     text = issue(prep, bug, detail)
     config = TaskConfig.model_validate({
         "task": {"name": f"posttrain/code-{task_id}", "description": text.split("\n")[0][:200]},
@@ -127,6 +128,9 @@ def write(prep: Prepared, bug: Bug, task_id: str, detail: str, staging: Path) ->
     files = {"environment/Dockerfile": DOCKERFILE, "tests/test.sh": code_files.test_sh(),
              "tests/grade.py": Path(code_grade.__file__).read_text(),
              "solution/solve.sh": code_files.solve_sh(code_files.patch(bug.module, bug.source, pristine))}
+    for name, source in misses:        # wrong fixes the verifier must reject (validate)
+        files[f"solution/mutants/{name}.sh"] = code_files.solve_sh(
+            code_files.patch(bug.module, bug.source, source))
     task = Task(id=task_id, instruction=text, config=config, path=Path(), files=files)
     path = write_task(task, staging)
     repo = path / "environment/app/repo"
