@@ -30,8 +30,13 @@ from posttrain.tasks.task import Task, write_task
 
 SUITE = "terminal-tools"
 DOCKERFILE = "FROM ubuntu:24.04\nWORKDIR /app\nCOPY app/ /app/\n"
-GIT = ("env GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_PAGER=cat git -C /app/project "
-       "-c core.fsmonitor=false -c core.hooksPath=/dev/null -c log.showSignature=false")
+# The agent's .git is copied and its config, hooks, grafts and replace refs dropped, so no
+# program the agent configured (fsmonitor, filters, gpg, pager) runs in the verifier.
+GIT_COPY = ('g=$(mktemp -d)/git && cp -r /app/project/.git "$g" && rm -rf "$g/hooks" "$g/info" '
+            '"$g/shallow" "$g/refs/replace" && printf "[core]\\n\\trepositoryformatversion = 0\\n'
+            '\\tbare = false\\n" > "$g/config"')
+GIT = ('env GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_PAGER=cat GIT_NO_REPLACE_OBJECTS=1 '
+       'git --git-dir="$g" --work-tree=/app/project -c core.hooksPath=/dev/null')
 SQLITE = "sqlite3 -init /dev/null -batch -readonly -safe /app/shop.db"
 
 
@@ -52,7 +57,7 @@ def _sha(data: str | bytes) -> str:
 
 def _git_commits(rng: random.Random) -> ToolSpec:
     name, email = f"{rng.choice(WORDS).title()} {rng.choice(WORDS).title()}", f"{rng.choice(WORDS)}@example.org"
-    stems = rng.sample(STEMS, 3)
+    stems = rng.sample([s for s in STEMS if s != "notes"], 3)
     files = {f"project/{s}.txt": "\n".join(rng.sample(WORDS, 4)) + "\n" for s in stems}
     notes = "\n".join(rng.sample(WORDS, 5)) + "\n"
     files["project/notes.txt"] = notes
@@ -60,17 +65,19 @@ def _git_commits(rng: random.Random) -> ToolSpec:
     msg = f"add {rng.choice(WORDS)} notes"
     return ToolSpec(
         "git-commits",
-        f"Make /app/project a git repository on branch main with exactly two commits, both "
+        f"Make /app/project a git repository (/app/project/.git) on branch main with exactly two commits, both "
         f"authored by {name} <{email}>: the first, with message \"initial\", adds every file "
         f"except notes.txt; the second, with message \"{msg}\", adds notes.txt.",
         files,
-        ["cd /app/project && git init -b main", "git add -- . ':!notes.txt' && git commit -m initial",
-         f"git config user.name '{name}' && git config user.email '{email}'",
-         "git commit -m initial", f"git add notes.txt && git commit -m '{msg}'"],
+        [f"cd /app/project && {c}" for c in (
+            "git init -b main", "git add -- . ':!notes.txt' && git commit -m initial",
+            f"git config user.name '{name}' && git config user.email '{email}'",
+            "git commit -m initial", f"git add notes.txt && git commit -m '{msg}'")],
         f"cd /app/project && git init -q -b main && git config user.name '{name}' && "
         f"git config user.email '{email}'\ngit add -- . ':!notes.txt' && git commit -qm initial\n"
         f"git add notes.txt && git commit -qm '{msg}'",
-        [f'[ "$({GIT} rev-parse --abbrev-ref HEAD)" = main ]',
+        [GIT_COPY, f'[ "$({GIT} rev-parse --abbrev-ref HEAD)" = main ]',
+         f'[ -z "$({GIT} status --porcelain)" ] && {GIT} status >/dev/null',
          f'[ "$({GIT} rev-list --count HEAD)" = 2 ]',
          f'[ "$({GIT} cat-file commit HEAD | sed "1,/^$/d")" = "{msg}" ]',
          f'[ "$({GIT} cat-file commit HEAD~1 | sed "1,/^$/d")" = initial ]',
@@ -159,9 +166,9 @@ def _make_build(rng: random.Random) -> ToolSpec:
         "the output of `./calc < input.txt` to /app/answer.txt.",
         {"calc/calc.c": CALC_C.format(mod=mod), "calc/Makefile": BROKEN_MAKEFILE,
          "calc/input.txt": " ".join(map(str, given)) + "\n"},
-        ["cd /app/calc && make", "sed -i 's/^        /\\t/' Makefile && make",
-         "sed -i 's/calc.c$/calc.c -lm/' Makefile && make",
-         "./calc < input.txt > /app/answer.txt"],
+        [f"cd /app/calc && {c}" for c in (
+            "make", "sed -i 's/^        /\\t/' Makefile && make",
+            "sed -i 's/calc.c$/calc.c -lm/' Makefile && make", "./calc < input.txt > /app/answer.txt")],
         f"cd /app/calc\nprintf '{FIXED_MAKEFILE.replace(chr(10), chr(92) + 'n').replace(chr(9), chr(92) + 't')}' > Makefile\n"
         "make\n./calc < input.txt > /app/answer.txt",
         [f'[ "$(tr -d "[:space:]" < /app/answer.txt)" = "{_calc(given, mod)}" ]',
