@@ -37,6 +37,7 @@ GIT_COPY = ('g=$(mktemp -d)/git && cp -r /app/project/.git "$g" && rm -rf "$g/ho
             '\\tbare = false\\n" > "$g/config"')
 GIT = ('env GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_PAGER=cat GIT_NO_REPLACE_OBJECTS=1 '
        'git --git-dir="$g" --work-tree=/app/project -c core.hooksPath=/dev/null')
+CONFIG = "git config --file /app/project/.git/config"     # reads only; runs nothing
 SQLITE = "sqlite3 -init /dev/null -batch -readonly -safe /app/shop.db"
 
 
@@ -65,18 +66,23 @@ def _git_commits(rng: random.Random) -> ToolSpec:
     msg = f"add {rng.choice(WORDS)} notes"
     return ToolSpec(
         "git-commits",
-        f"Make /app/project a git repository (/app/project/.git) on branch main with exactly two commits, both "
-        f"authored by {name} <{email}>: the first, with message \"initial\", adds every file "
-        f"except notes.txt; the second, with message \"{msg}\", adds notes.txt.",
+        f"Make /app/project a git repository (/app/project/.git) on branch main with exactly "
+        f"two commits, both authored by {name} <{email}>, an identity set in the repository's "
+        f"own config: the first, with message \"initial\", adds every file except notes.txt; "
+        f"the second, with message \"{msg}\", adds notes.txt.",
         files,
         [f"cd /app/project && {c}" for c in (
             "git init -b main", "git add -- . ':!notes.txt' && git commit -m initial",
             f"git config user.name '{name}' && git config user.email '{email}'",
             "git commit -m initial", f"git add notes.txt && git commit -m '{msg}'")],
+        # Plumbing, so that git leaves nothing (COMMIT_EDITMSG) that no check could read.
         f"cd /app/project && git init -q -b main && git config user.name '{name}' && "
-        f"git config user.email '{email}'\ngit add -- . ':!notes.txt' && git commit -qm initial\n"
-        f"git add notes.txt && git commit -qm '{msg}'",
-        [GIT_COPY, f'[ "$({GIT} rev-parse --abbrev-ref HEAD)" = main ]',
+        f"git config user.email '{email}'\ngit add -- . ':!notes.txt'\n"
+        "c=$(git commit-tree -m initial \"$(git write-tree)\")\ngit add notes.txt\n"
+        f"git update-ref refs/heads/main \"$(git commit-tree -p \"$c\" -m '{msg}' \"$(git write-tree)\")\"",
+        [f'[ "$({CONFIG} --get user.name)|$({CONFIG} --get user.email)|'
+         f'$({CONFIG} --get core.repositoryformatversion)" = "{name}|{email}|0" ]',
+         GIT_COPY, f'[ "$({GIT} rev-parse --abbrev-ref HEAD)" = main ]',
          f'[ -z "$({GIT} status --porcelain)" ] && {GIT} status >/dev/null',
          f'[ "$({GIT} rev-list --count HEAD)" = 2 ]',
          f'[ "$({GIT} cat-file commit HEAD | sed "1,/^$/d")" = "{msg}" ]',
