@@ -20,7 +20,7 @@ from posttrain.validate.runner import task_dirs, validate_dirs
 from posttrain.validate.runs import attempt
 
 pytestmark = pytest.mark.slow
-N_TASKS = 6            # seed 0: bug fixes with 1 and 2 mutations, scratch tasks with 1 and 2 stubs
+N_TASKS = 7            # seed 0: bug fixes with 1 and 3 mutations, scratch tasks with 1 and 2 stubs
 
 
 @pytest.fixture(scope="session")
