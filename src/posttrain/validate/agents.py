@@ -155,9 +155,16 @@ true
 FAKE_CONFTEST = ("import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
                  "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
                  "    report = outcome.get_result()\n    report.outcome, report.longrepr = 'passed', None\n")
-FAKE_PRELUDE = ("\nimport sys as _s, os as _o\nif 'pytest' in _s.modules or '_pytest' in _s.modules:\n"
-                "    print('tests PASSED'); print('=' * 20 + ' 999 passed in 0.01s ' + '=' * 20)\n"
-                "    _s.stdout.flush(); _o._exit(0)\n")
+# Appended to library modules: once pytest has loaded, every report it makes says passed.
+FAKE_PRELUDE = ("\nimport sys as _s\nif '_pytest.reports' in _s.modules:\n"
+                "    _R = _s.modules['_pytest.reports'].TestReport\n"
+                "    _make = _R.from_item_and_call.__func__\n"
+                "    def _passed(cls, item, call, _make=_make):\n"
+                "        report = _make(cls, item, call)\n"
+                "        report.outcome, report.longrepr = 'passed', None\n"
+                "        return report\n"
+                "    _R.from_item_and_call = classmethod(_passed)\n"
+                "    print('PASSED')\n")
 
 
 def pristine_copy(task: Task) -> str:
@@ -168,8 +175,10 @@ def pristine_copy(task: Task) -> str:
 
 def fake_passed(task: Task) -> str:
     """Make pytest report success without fixing anything: a conftest.py forcing every
-    report to `passed` in each package dir, and a line appended to each library module
-    that, under pytest, prints PASSED lines and a summary and exits 0 before any test."""
+    report to `passed` in each package dir, and code appended to each library module
+    that, once imported under pytest, patches pytest's report maker the same way (so
+    even a verifier that ignores conftest files but runs the agent's code in-process
+    and trusts pytest's own report is fooled) and prints PASSED."""
     conf = shlex.quote(FAKE_CONFTEST)
     prelude = shlex.quote(FAKE_PRELUDE)
     return (f"for d in /app $(find /app -maxdepth 5 -name '*.py' -printf '%h\\n' 2>/dev/null | sort -u); "
