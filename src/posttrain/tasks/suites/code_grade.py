@@ -104,12 +104,16 @@ def run_pytest(python: str, work: str, wheels: list[str], targets: list[str],
                        timeout=timeout)
     except subprocess.TimeoutExpired:
         return {}
+    finally:
+        os.unlink(ini)
     if not os.path.isfile(report):
         return {}
     try:
         return parse_junit(report)
     except ET.ParseError:
         return {}
+    finally:
+        os.unlink(report)       # generation runs in the tree the agent will get
 
 
 def normalize(value, depth: int = 0):
@@ -161,6 +165,8 @@ def run_cases(python: str, work: str, cases: list[dict], timeout: float = 120.0)
         got = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else []
     except (subprocess.TimeoutExpired, ValueError, IndexError):
         return []
+    finally:
+        os.unlink(path)
     return got if isinstance(got, list) and len(got) == len(cases) else []
 
 
