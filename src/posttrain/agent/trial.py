@@ -31,10 +31,12 @@ class Verdict:
 
 def sandbox_spec(task: Task) -> SandboxSpec:
     env = task.config.environment
+    hide = task.config.metadata.get("sandbox_hide") or ()
     return SandboxSpec(network=task.config.network_mode, memory_mb=env.memory_mb,
                        cpus=float(env.cpus), env=dict(env.env), workdir=env.workdir,
                        user=task.config.agent.user, verifier_user=task.config.verifier.user,
-                       build_timeout_s=float(env.build_timeout_sec))
+                       build_timeout_s=float(env.build_timeout_sec),
+                       hidden=tuple(hide) if isinstance(hide, (list, tuple)) else (str(hide),))
 
 
 def open_task_sandbox(task: Task, backend: str = "bwrap") -> Sandbox:

@@ -25,7 +25,7 @@ def generate(
     n: int = typer.Option(64, min=1, help="Number of tasks."),
     seed: int = typer.Option(0, help="Seed; the same seed gives the same tasks."),
     split: str = typer.Option("train", help="Prefix of the task ids (train, heldout, ...)."),
-    knob: list[str] = typer.Option([], help="A difficulty knob KEY=VALUE (repeatable)."),
+    knob: list[str] = typer.Option([], help="Suite knob KEY=VALUE (repeatable; see docs/domains.md)."),
 ) -> None:
     """Write a generated suite as ordinary task directories (all or nothing)."""
     from posttrain.commands.checks import writable_dir

@@ -81,7 +81,7 @@ class BwrapSandbox(Sandbox):
             self._seccomp = seccomp.build_filter()
             self.enforcement = self.limits.enforcement(self.cgroup, self._tmpfs, self._seccomp)
             self._launcher = Launcher(self.bwrap, self.root, spec.network, self._seccomp,
-                                      self.uid)
+                                      self.uid, tuple(spec.hidden))
             self._record()
             if spec.warm:
                 self._start_runner()

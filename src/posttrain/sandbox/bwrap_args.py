@@ -30,6 +30,14 @@ ETC_FILES = (
 )
 ETC_MAX_AGE_S = 3600          # the shared /etc copy is rebuilt after this
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Named groups of host paths a task may ask to hide (task.toml [metadata] sandbox_hide):
+# python-packages = every installed package and wheel a code task could copy a pristine
+# copy of its library from. The stdlib stays; pip goes with dist-packages.
+HIDE_GROUPS = {"python-packages": (
+    "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+    "/usr/lib/python3*/dist-packages", "/usr/share/python-wheels", "/usr/lib/python3*/ensurepip",
+    "/usr/local/share/jupyter", "/usr/share/pyshared")}
 
 
 def find_bwrap() -> str:
@@ -96,6 +104,29 @@ def write_identity(etc: Path) -> None:
     (etc / "group").write_text(f"root:x:0:\nagent:x:{SANDBOX_GID}:\nnogroup:x:65534:\n")
 
 
+def hidden_paths(names: tuple[str, ...]) -> list[str]:
+    """Existing host paths for the named groups; an unknown name is an error."""
+    import glob
+
+    unknown = [n for n in names if n not in HIDE_GROUPS]
+    if unknown:
+        raise SandboxError(f"sandbox_hide: unknown groups {unknown}; known: {sorted(HIDE_GROUPS)}")
+    found = {p for n in names for pattern in HIDE_GROUPS[n] for p in glob.glob(pattern)}
+    return sorted(p for p in found if os.path.isdir(p) and not os.path.islink(p))
+
+
+def _hide(root: Path, hidden: tuple[str, ...]) -> list[str]:
+    """An empty read-only directory bound over each hidden path."""
+    if not hidden:
+        return []
+    empty = root / "hidden-empty"
+    empty.mkdir(mode=0o555, exist_ok=True)
+    args: list[str] = []
+    for path in hidden_paths(hidden):
+        args += ["--ro-bind", str(empty), path]
+    return args
+
+
 def base_env(spec_env: dict[str, str], extra: dict[str, str] | None) -> dict[str, str]:
     """The whole environment inside: nothing inherited from the host."""
     env = {"PATH": BASE_PATH, "HOME": "/app", "LANG": "C.UTF-8", "TERM": "xterm",
@@ -107,11 +138,12 @@ def base_env(spec_env: dict[str, str], extra: dict[str, str] | None) -> dict[str
 
 def bwrap_argv(bwrap: str, root: Path, *, network: str, workdir: str, env: dict[str, str],
                mounts: dict[str, Path] | None = None, staged: tuple[str, ...] = (),
-               extra: list[str] | None = None) -> list[str]:
+               extra: list[str] | None = None, hidden: tuple[str, ...] = ()) -> list[str]:
     """Everything before the command: namespaces, binds, identity, environment.
 
     `mounts` are bound read-only now; `staged` mount points are bound read-only from
-    root/mnt/<i>, whose contents the host fills per command (for the warm runner).
+    root/mnt/<i>, whose contents the host fills per command (for the warm runner);
+    `hidden` names HIDE_GROUPS whose host paths are covered by an empty read-only dir.
     """
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try"]
@@ -120,6 +152,7 @@ def bwrap_argv(bwrap: str, root: Path, *, network: str, workdir: str, env: dict[
     argv += ["--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--hostname", "sandbox"]
     argv += _system_binds(shared_etc(root.parent))
+    argv += _hide(root, hidden)
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     for name in WRITABLE:

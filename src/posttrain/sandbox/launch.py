@@ -30,6 +30,7 @@ class Launcher:
     network: str
     seccomp: bytes | None
     uid: int | None            # host uid to run as (None: our own)
+    hidden: tuple[str, ...] = ()  # HIDE_GROUPS names (SandboxSpec.hidden)
 
     def spawn(self, command: list[str], mounts: dict[str, Path] | None,
               staged: tuple[str, ...], cgroup: Cgroup | None, **popen) -> Namespace:
@@ -50,7 +51,8 @@ class Launcher:
             extra += ["--block-fd", str(sync_r)]
         argv = bwrap_args.bwrap_argv(
             self.bwrap, self.root, network=self.network, workdir="/",
-            env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra)
+            env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra,
+            hidden=self.hidden)
         argv += ["--", *command]
         if self.uid is not None:
             argv = self._as_uid(argv, popen)

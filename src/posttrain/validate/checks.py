@@ -162,6 +162,10 @@ def mutation(task: Task, cfg: ValidateConfig, done: Done) -> Check:
         for i, (name, text) in enumerate(mutants.drop_step_mutants(script, cfg.max_mutants // 2)):
             sol = mutants.mutant_solution(task.solution_dir, text, Path(tmp) / f"m{i}")
             results.append((name, attempt(task, cfg, solution_dir=sol).reward))
+        for path in mutants.supplied(task.solution_dir, cfg.max_mutants // 2):
+            sol = mutants.mutant_solution(task.solution_dir, path.read_text(),
+                                          Path(tmp) / f"s-{path.stem}")
+            results.append((f"supplied {path.stem}", attempt(task, cfg, solution_dir=sol).reward))
     probe = attempt(task, cfg, oracle=True, verifies=0, track=True)
     for kind, path in mutants.output_targets(probe.before, probe.after,
                                              cfg.max_mutants - len(results)):

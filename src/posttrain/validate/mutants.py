@@ -1,6 +1,7 @@
 """Mutants of the oracle solution: a verifier that passes them is weak.
 
-Two kinds. Script mutants drop one top-level step of solution/solve.sh (lines inside
+Three kinds. Supplied mutants are wrong solutions the task ships in solution/mutants/.
+Script mutants drop one top-level step of solution/solve.sh (lines inside
 heredocs or control blocks and no-op lines such as `set -e` or `cd` are kept, and a
 mutant that is not valid bash is discarded, so it cannot be "killed" for free).
 Output mutants run the real oracle, then damage one thing it produced: truncate a
@@ -59,6 +60,12 @@ def drop_step_mutants(script: str, limit: int) -> list[tuple[str, str]]:
         if valid_bash(text):
             out.append((f"drop line {i + 1}: {lines[i].strip()[:60]}", text))
     return out
+
+
+def supplied(solution_dir: Path, limit: int) -> list[Path]:
+    """Wrong solutions a generator knows of (solution/mutants/*.sh, a posttrain extension:
+    near misses that only a thorough verifier rejects); each must fail the tests."""
+    return sorted((Path(solution_dir) / "mutants").glob("*.sh"))[:limit]
 
 
 def output_targets(before: dict[str, str], after: dict[str, str], limit: int) -> list[tuple[str, str]]:

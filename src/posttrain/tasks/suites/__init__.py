@@ -1,9 +1,11 @@
 """Generated suites by name: one row per suite, each a module with SUITE, Knobs and build().
 
-A suite module exposes `SUITE` (its name), `Knobs` (a pydantic model of its difficulty
-knobs, ranges enforced) and `build(n, seed, split, knobs) -> list[Task]` (tasks in
-memory, not written). `generate` writes them all or nothing: into a temporary folder
-beside OUT first, moved into OUT only when every task was built.
+A suite module exposes `SUITE` (its name) and either `Knobs` (a pydantic model of its
+difficulty knobs, ranges enforced) with `build(n, seed, split, knobs) -> list[Task]` (tasks
+in memory, not written), or `generate(out_dir, n, seed, split, knobs)` that writes its own
+task directories and checks its own knobs (a dict of KEY -> VALUE strings). `generate` here
+writes them all or nothing: into a temporary folder inside OUT first, moved into place only
+when every task was built.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ SUITES = {  # name -> module; one line per suite
     "finance": "posttrain.tasks.suites.finance.suite",
     "longctx": "posttrain.tasks.suites.longctx.suite",
     "cad": "posttrain.tasks.suites.cad.suite",
+    "terminal-tools": "posttrain.tasks.suites.terminal_tools",
+    "code": "posttrain.tasks.suites.code",
 }
 
 
@@ -40,10 +44,8 @@ def parse_knobs(module, pairs: list[str]):
             raise PosttrainError(f"knob {pair!r}: write KEY=VALUE")
         raw[key.strip().replace("-", "_")] = value.strip()
     knobs_model = getattr(module, "Knobs", None)
-    if knobs_model is None:
-        if raw:
-            raise PosttrainError(f"suite {module.SUITE!r} has no knobs")
-        return None
+    if knobs_model is None:          # the suite's own generate() checks them
+        return raw
     try:
         return knobs_model.model_validate(raw)
     except ValidationError as e:
@@ -68,8 +70,8 @@ def generate(name: str, out: str | Path, n: int, seed: int, split: str = "train"
             tasks = module.build(n, seed, split, parsed)
             for task in tasks:
                 write_task(task, tmp)
-        else:                       # terminal-basics writes its own tasks
-            tasks = module.generate(tmp, n, seed=seed, split=split)
+        else:                       # the suite writes its own task directories
+            tasks = module.generate(tmp, n, seed=seed, split=split, knobs=parsed)
         for task in tasks:
             dest = out / task.id
             if dest.exists():

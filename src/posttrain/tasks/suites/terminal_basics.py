@@ -160,8 +160,16 @@ def make_task(task_id: str, spec: Spec) -> Task:
 
 
 def generate(out_dir: str | Path, n_tasks: int, seed: int, split: str = "train",
-             families: list[str] | None = None) -> list[Task]:
-    """Write n_tasks tasks under out_dir, cycling through the families; returns them."""
+             families: list[str] | None = None, knobs: dict[str, str] | None = None) -> list[Task]:
+    """Write n_tasks tasks under out_dir, cycling through the families; returns them.
+    The one knob is `families` (comma-separated)."""
+    knobs = dict(knobs or {})
+    if set(knobs) - {"families"}:
+        from posttrain.errors import PosttrainError
+        raise PosttrainError(f"suite {SUITE}: unknown knobs {sorted(set(knobs) - {'families'})}; "
+                             "known: ['families']")
+    if "families" in knobs:
+        families = [f.strip() for f in knobs["families"].split(",") if f.strip()]
     names = families or list(FAMILIES)
     unknown = set(names) - set(FAMILIES)
     if unknown:
