@@ -98,12 +98,12 @@ def _mdna(w: _Writer, c: Company, rng: random.Random, mdna: dict[str, float],
             pct = round((now / before - 1) * 100, 1) if before else 0.0
             verb = "increased" if pct >= 0 else "decreased"
             w.add(f"{LABELS[key]} {verb} " + w.num(abs(pct), f"{abs(pct):.1f}%", f"growth:{key}:{year}")
-                  + f" to $" + w.num(shown, f"{shown:,.1f} million", f"mdna:{key}:{year}")
+                  + " to $" + w.num(shown, f"{shown:,.1f} million", f"mdna:{key}:{year}")
                   + f" in fiscal {year}, compared with fiscal {prev}. ")
         w.add("\n")
     last = c.metrics[c.years[-1]]
     b = round(last["total_assets"] / 1e9, 2)
-    w.add(f"Total assets were $" + w.num(b, f"{b:.2f} billion", f"mdna_b:total_assets:{c.years[-1]}")
+    w.add("Total assets were $" + w.num(b, f"{b:.2f} billion", f"mdna_b:total_assets:{c.years[-1]}")
           + f" at the end of fiscal {c.years[-1]}.\n")
 
 

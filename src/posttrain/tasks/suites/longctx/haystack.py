@@ -9,7 +9,6 @@ SmolLM2-135M-Instruct), else estimated as characters / 4.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
 from pathlib import Path
 
 SUBJECTS = ("the old harbor", "a quiet village", "the northern forest", "the river delta",
