@@ -34,6 +34,7 @@ from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir
 from posttrain.recipes.progress import Phases
+from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
@@ -228,7 +229,8 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
     ckpt = latest_checkpoint(run_dir) if resume else None
     n_eval = 0 if cfg.tasks.n_eval == 0 else 2
     with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
-            contextlib.ExitStack() as stack:
+            contextlib.ExitStack() as stack, Preempted() as preempted:
+        executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt)
         engine = stack.enter_context(rollout_engine(cfg, model, tok))
         if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
@@ -241,8 +243,8 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
-        pipeline = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, cfg.seed), cfg.rollout,
-                            cfg.algo, EventLog(run_dir / "events.jsonl"), record)
+        pipeline = Pipeline(*executor.wrap(env, engine), trainer, TaskSampler(env.task_ids, cfg.seed),
+                            cfg.rollout, cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:
             pipeline.load_state_dict(state["pipeline"])
@@ -253,21 +255,28 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
         log = MetricsLog(run_dir)
 
         def on_step(step: int, stats: dict) -> None:
+            stats |= executor.metrics()
             log.log("rl", step, stats)
             extra["metrics_lines"] += 1
             phases.advance("rl", reward=stats["reward_mean"], stale=stats["staleness_mean"],
                            idle=stats["trainer_idle_frac"])
             every = cfg.rollout.checkpoint_every
-            if (every and (step + 1) % every == 0) or step + 1 == cfg.rollout.steps:
+            if (every and (step + 1) % every == 0) or step + 1 == cfg.rollout.steps or preempted.asked:
                 save_checkpoint(run_dir, step + 1, model, tok, trainer,
                                 {"pipeline": pipeline.state_dict(), "recipe": extra})
-        pipeline.run(on_step)
+            if preempted.asked and step + 1 < cfg.rollout.steps:
+                raise Stop
+        with contextlib.suppress(Stop):
+            pipeline.run(on_step)
         log.close()
         pipeline.events.close()
+        if preempted.asked:  # checkpointed after the step in progress; --resume goes on from there
+            return {"preempted": True, "steps": pipeline.step + 1, "trajectories": pipeline.trajectories,
+                    "audit": pipeline.audit()}
         after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
         phases.advance("eval")
     summary = {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
                "trajectories": pipeline.trajectories, "wall_s": round(time.perf_counter() - t_start, 1),
-               "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness}
+               "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit()}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from posttrain.agent.config import AgentConfig
 from posttrain.recipes.config_io import load_model
-from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.config import ClusterConfig, RolloutConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
@@ -61,6 +61,7 @@ class RLRunConfig(_Section):
     algo: AlgoConfig = AlgoConfig()
     optim: RLOptimConfig = RLOptimConfig()
     agent: AgentConfig = AgentConfig()
+    cluster: ClusterConfig = ClusterConfig()
 
     @property
     def run_dir(self) -> Path:
