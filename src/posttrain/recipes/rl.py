@@ -34,7 +34,7 @@ from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir
 from posttrain.recipes.progress import Phases
-from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor
+from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
@@ -221,6 +221,21 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
 
 
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
+    """Run (or resume) the job; a trainer rank that dies resumes it from the last checkpoint,
+    up to cluster.rank_failures times."""
+    from posttrain.train.ranks import TrainerRankLost
+
+    for failures in range(cfg.cluster.rank_failures + 1):
+        try:
+            return _run_rl_once(cfg, resume, overwrite, console)
+        except TrainerRankLost:
+            if failures == cfg.cluster.rank_failures or latest_checkpoint(cfg.run_dir) is None:
+                raise
+            resume, overwrite = True, False
+    raise AssertionError("unreachable")
+
+
+def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> dict:
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, resume, overwrite)
     random.seed(cfg.seed)
@@ -235,7 +250,9 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
         engine = stack.enter_context(rollout_engine(cfg, model, tok))
         if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
             env = InEngineProcess(env, engine)
-        trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
+        trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
+        if hasattr(trainer, "close"):
+            stack.callback(trainer.close)
         extra: dict = {}
         if ckpt is not None:
             state = load_checkpoint(ckpt, model, trainer)

@@ -1,6 +1,6 @@
 """What `posttrain rl` needs to run beyond one process: the executor, chosen once here from
-`cluster.executor` (local threads, or Ray actors; the layers below never ask which), and
-preemption: SIGTERM lets the step in progress finish, checkpoints and stops (exit 0)."""
+`cluster.executor` (local threads, or Ray actors; the layers below never ask which), the
+trainer (one process, or FSDP2 ranks as Ray actors), and preemption: SIGTERM lets the step in progress finish, checkpoints and stops (exit 0)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from posttrain.errors import PosttrainError
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.executor import LocalExecutor
+from posttrain.train.trainer import PolicyTrainer
 
 
 def make_executor(cfg: RLRunConfig, run_dir: Path):
@@ -27,6 +28,20 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
     from posttrain.rollout.ray_executor import RayExecutor
 
     return RayExecutor(cfg.cluster, run_dir / "actors")
+
+
+def make_trainer(cfg: RLRunConfig, model, pad_id: int, run_dir: Path):
+    """One PolicyTrainer in this process, or `cluster.trainer_ranks` FSDP2 ranks on Ray."""
+    c = cfg.cluster
+    if c.trainer_ranks == 1:
+        return PolicyTrainer(model, pad_id, cfg.optim)
+    if c.executor != "ray":
+        raise PosttrainError("cluster.trainer_ranks > 1 runs the ranks as Ray actors: "
+                             "set cluster.executor = \"ray\"")
+    from posttrain.train.ranks import RankedTrainer
+
+    return RankedTrainer(model, pad_id, cfg.optim.model_copy(update={"fused": False}), c.trainer_ranks,
+                         c.trainer_cpus, c.trainer_resources, run_dir / "actors", c.start_timeout_s)
 
 
 class Preempted:
