@@ -10,6 +10,7 @@ for evals, plus a publish that reaches every worker's replica).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from posttrain.engine.base import Engine, SamplingParams
@@ -83,6 +84,7 @@ class RayExecutor:
         self.pool: WorkerPool | None = None
         self._pg = None
         self._started = connect(cfg)
+        self.run_id = uuid.uuid4().hex[:8]  # actor names: posttrain-<run>-rollout-<i>-<restarts>
 
     def wrap(self, env, engine) -> tuple:
         import ray
@@ -98,7 +100,8 @@ class RayExecutor:
 
         def spawn(slot, weights, version):
             log = str(log_dir / f"{slot.name}.log") if log_dir else None
-            opts = dict(num_cpus=b["CPU"], resources={k: v for k, v in b.items() if k != "CPU"},
+            opts = dict(name=f"posttrain-{self.run_id}-{slot.name}-{slot.restarts}", num_cpus=b["CPU"],
+                        resources={k: v for k, v in b.items() if k != "CPU"},
                         max_concurrency=2, max_restarts=0,
                         scheduling_strategy=PlacementGroupSchedulingStrategy(self._pg, slot.index))
             return actor_cls.options(**opts).remote(slot.name, env, model, tok, weights, version, log)

@@ -138,20 +138,26 @@ class WorkerPool:
             self.lock.notify_all()
 
     def replace(self, slot: Slot, why: BaseException) -> None:
-        """A new actor in the dead one's place, with the current weights before it serves."""
+        """A new actor in the dead one's place, with the current weights before it serves;
+        a replacement that dies while starting is replaced in turn."""
         import ray
 
-        with self.lock:
-            if slot.restarts >= self.max_restarts:
-                raise ActorFailed(
-                    f"{slot.name} (node {slot.where.get('ip', '?')} {slot.where.get('node', '?')[:12]}, "
-                    f"pid {slot.where.get('pid', '?')}) died {slot.restarts + 1} times; last: "
-                    f"{type(why).__name__}: {str(why)[:300]}\nlast log lines:\n{_tail(self.log_path(slot))}")
-            slot.restarts += 1
-            with _quiet():
-                ray.kill(slot.actor, no_restart=True)
-            slot.actor = self._spawn(slot, *self.weights)
-        slot.where = self._where(slot, ray)
+        while True:
+            with self.lock:
+                if slot.restarts >= self.max_restarts:
+                    raise ActorFailed(
+                        f"{slot.name} (node {slot.where.get('ip', '?')} {slot.where.get('node', '?')[:12]}, "
+                        f"pid {slot.where.get('pid', '?')}) died {slot.restarts + 1} times; last: "
+                        f"{type(why).__name__}: {str(why)[:300]}\nlast log lines:\n{_tail(self.log_path(slot))}")
+                slot.restarts += 1
+                with _quiet():
+                    ray.kill(slot.actor, no_restart=True)
+                slot.actor = self._spawn(slot, *self.weights)
+            try:
+                slot.where = self._where(slot, ray)
+                return
+            except ActorFailed as e:
+                why = e
 
     def publish(self, weights_ref, version: int) -> None:
         """Every live actor takes the weights; a dead one gets them when it is replaced."""

@@ -12,8 +12,10 @@ its last log lines; the run then resumes from its last checkpoint.
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
+import uuid
 from pathlib import Path
 
 from posttrain.errors import PosttrainError
@@ -35,7 +37,8 @@ class TrainerRank:
         torch.set_num_threads(1)
         self.rank, self.log_path = rank, log_path
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world)
+        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=120))
         self.trainer = ShardedTrainer(model, pad_id, optim)
         self._log(f"rank {rank}/{world} up on pid {os.getpid()} ({backend})")
 
@@ -94,8 +97,10 @@ class RankedTrainer:
         ip = ray.util.get_node_ip_address()
         init = f"tcp://{ip}:{_free_port()}"
         cls = ray.remote(TrainerRank)
+        run_id = uuid.uuid4().hex[:8]
         self.actors = [
-            cls.options(num_cpus=b["CPU"], resources={k: v for k, v in b.items() if k != "CPU"},
+            cls.options(name=f"posttrain-{run_id}-trainer-{i}", num_cpus=b["CPU"],
+                        resources={k: v for k, v in b.items() if k != "CPU"},
                         scheduling_strategy=PlacementGroupSchedulingStrategy(self._pg, i)).remote(
                 i, ranks, init, model, pad_id, optim, self._log_path(i))
             for i in range(ranks)]
@@ -105,24 +110,30 @@ class RankedTrainer:
         return str(self.log_dir / f"trainer-{rank}.log") if self.log_dir else None
 
     def _all(self, call, timeout_s: float | None = None) -> list:
-        """Call every rank; a dead one is a TrainerRankLost naming it."""
+        """Call every rank and wait for all; the first that fails (the others may then wait in
+        a collective forever) is a TrainerRankLost naming it."""
         import ray
-        from ray.exceptions import GetTimeoutError, RayActorError
 
         refs = [call(a) for a in self.actors]
-        out = []
-        for i, ref in enumerate(refs):
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
+            if not ready:
+                self._lost(refs.index(pending[0]), TimeoutError(f"no answer within {timeout_s} s"))
             try:
-                out.append(ray.get(ref, timeout=timeout_s))
-            except (RayActorError, GetTimeoutError) as e:
-                where = getattr(self, "where", None)
-                node = where[i] if where else {}
-                tail = ""
-                if (p := self._log_path(i)) and Path(p).is_file():
-                    tail = "".join(Path(p).read_text().splitlines(keepends=True)[-10:])
-                raise TrainerRankLost(f"trainer rank {i} (node {node.get('ip', '?')}, pid {node.get('pid', '?')}) "
-                                      f"failed: {type(e).__name__}\nlast log lines:\n{tail or '(no log)'}") from e
-        return out
+                ray.get(ready[0])
+            except Exception as e:
+                self._lost(refs.index(ready[0]), e)
+        return ray.get(refs)
+
+    def _lost(self, rank: int, e: BaseException):
+        node = (getattr(self, "where", None) or [{}] * self.ranks)[rank]
+        tail = ""
+        if (p := self._log_path(rank)) and Path(p).is_file():
+            tail = "".join(Path(p).read_text().splitlines(keepends=True)[-10:])
+        raise TrainerRankLost(f"trainer rank {rank} (node {node.get('ip', '?')}, pid {node.get('pid', '?')}) "
+                              f"failed: {type(e).__name__}: {str(e)[:300]}\n"
+                              f"last log lines:\n{tail or '(no log)'}") from e
 
     def rl_step(self, episodes, cfg) -> dict:
         results = self._all(lambda a: a.rl_step.remote(episodes, cfg))
