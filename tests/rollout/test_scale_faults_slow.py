@@ -112,7 +112,7 @@ SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0
             "policy.sft_steps=0", "policy.vocab_size=300", "rollout.max_staleness=0",
             "rollout.groups_per_step=2", "rollout.group_size=3", "rollout.checkpoint_every=1",
             'cluster.executor="ray"', "cluster.trainer_ranks=2", "cluster.rank_failures=20",
-            "cluster.start_timeout_s=60"]
+            "cluster.start_timeout_s=60", "cluster.rollout_actors=1"]
 
 
 def metrics(run_dir):

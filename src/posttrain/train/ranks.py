@@ -85,7 +85,6 @@ class RankedTrainer:
     def __init__(self, model, pad_id: int, optim, ranks: int, cpus: float = 0.5,
                  resources: dict | None = None, log_dir: Path | None = None, timeout_s: float = 60.0):
         import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         from posttrain.rollout.ray_cluster import bundle, placement
         from posttrain.train.fsdp import check_shards
@@ -98,6 +97,16 @@ class RankedTrainer:
         init = f"tcp://{ip}:{_free_port()}"
         cls = ray.remote(TrainerRank)
         run_id = uuid.uuid4().hex[:8]
+        self.actors = []
+        try:
+            self._start(cls, run_id, b, ranks, init, model, pad_id, optim, timeout_s)
+        except BaseException:
+            self.close()  # a rank lost while starting: free its placement group for the resume
+            raise
+
+    def _start(self, cls, run_id, b, ranks, init, model, pad_id, optim, timeout_s) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
         self.actors = [
             cls.options(name=f"posttrain-{run_id}-trainer-{i}", num_cpus=b["CPU"],
                         resources={k: v for k, v in b.items() if k != "CPU"},
