@@ -1,20 +1,18 @@
 """FSDP2 trainer ranks (gloo, Ray actors): 2 ranks give 1 process's loss curve over 20 steps,
-a Distributed Checkpoint saved by 2 ranks resumes on 1 with the same next loss, and a rank
-count that does not divide the model's shards is refused."""
+and a Distributed Checkpoint saved by 2 ranks resumes on 1 with the same next losses."""
 
 import copy
 
 import pytest
-import torch
 
 ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
 
-from posttrain.errors import PosttrainError  # noqa: E402
 from posttrain.schedule.sampler import GroupJob  # noqa: E402
-from posttrain.train.fsdp import check_shards, load_sharded  # noqa: E402
+from posttrain.train.fsdp import load_sharded  # noqa: E402
 from posttrain.train.ranks import RankedTrainer  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a Ray start and two rank actors: ~30-50 s on 2 busy cores
 STEPS, TOL = 20, 1e-5  # float32 sums in another order: observed differences are ~1e-7
 OPTIM = OptimConfig(lr=1e-2, micro_batch=4)
 ALGO = RLConfig(tis="token", packed=False)
@@ -64,9 +62,3 @@ def test_two_fsdp2_ranks_follow_one_process_and_resume_on_one(batches, tmp_path)
         nxt = resumed.rl_step(steps[i], ALGO)
         assert abs(nxt["loss"] - curve_two[i]["loss"]) < TOL
         assert abs(nxt["grad_norm"] - curve_two[i]["grad_norm"]) < TOL * 10
-
-
-def test_a_rank_count_that_does_not_divide_the_shards_is_refused(batches):
-    model, _ = batches
-    with pytest.raises(PosttrainError, match="do not divide the model's shards"):
-        check_shards(model, 7)
