@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
+from tests_ray import require_ray  # noqa: E402
+
+ray = require_ray()
 
 from posttrain.recipes.rl import run_rl  # noqa: E402
 from posttrain.recipes.rl_config import load_rl_config  # noqa: E402

@@ -5,7 +5,9 @@ import copy
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
+from tests_ray import require_ray  # noqa: E402
+
+ray = require_ray()
 
 from posttrain.schedule.sampler import GroupJob  # noqa: E402
 from posttrain.train.fsdp import load_sharded  # noqa: E402

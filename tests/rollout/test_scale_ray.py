@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
+from tests_ray import require_ray  # noqa: E402
+
+ray = require_ray()
 
 from posttrain.errors import PosttrainError  # noqa: E402
 from posttrain.rollout.config import ClusterConfig, RolloutConfig  # noqa: E402
