@@ -24,7 +24,7 @@ CYCLES, STEPS = 20, 60
 SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0", "tasks.max_tokens=4",
             "policy.sft_steps=0", "policy.vocab_size=300", f"rollout.steps={STEPS}", "rollout.max_staleness=0",
             "rollout.groups_per_step=2", "rollout.group_size=3", "rollout.checkpoint_every=1",
-            'cluster.executor="ray"', "cluster.rollout_actors=1"]
+            'cluster.executor="ray"', "cluster.rollout_actors=1", "cluster.start_timeout_s=120"]
 
 
 @pytest.fixture(scope="module")

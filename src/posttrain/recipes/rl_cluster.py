@@ -1,6 +1,7 @@
 """What `posttrain rl` needs to run beyond one process: the executor, chosen once here from
 `cluster.executor` (local threads, or Ray actors; the layers below never ask which), the
-trainer (one process, or FSDP2 ranks as Ray actors), and preemption: SIGTERM lets the step in progress finish, checkpoints and stops (exit 0)."""
+trainer (one process, or FSDP2 ranks as Ray actors), and preemption: SIGTERM lets the step
+in progress finish, checkpoints and stops (exit 0)."""
 
 from __future__ import annotations
 

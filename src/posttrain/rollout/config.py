@@ -44,7 +44,7 @@ class ClusterConfig(BaseModel):
     actor_resources: dict[str, float] = {}       # more per worker, e.g. {"GPU": 1} for its engine
     max_restarts: int = Field(20, ge=0)          # replacements per worker slot before the run fails
     heartbeat_s: float = Field(1.0, gt=0)        # how often idle workers are pinged
-    start_timeout_s: float = Field(30.0, gt=0)   # resources not granted by then: a clear error
+    start_timeout_s: float = Field(60.0, gt=0)   # resources or actors not ready by then: a clear error
     trainer_ranks: int = Field(1, ge=1)          # > 1: FSDP2 ranks as Ray actors (train/ranks.py)
     trainer_cpus: float = Field(0.5, gt=0)       # CPUs each trainer rank asks for
     trainer_resources: dict[str, float] = {}     # more per rank, e.g. {"GPU": 1}

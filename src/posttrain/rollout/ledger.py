@@ -2,7 +2,7 @@
 
 Each uid is in exactly one state: `issued` (claimed, not yet running), `in_flight` (a wave is
 running it), `buffered` (finished, waiting for the trainer), `trained` (in an optimizer step)
-or `dropped` (with a reason: `filtered`, `stale`, `no_trainable`). A group that a lost worker
+or `dropped` (with a reason: `filtered` at put, `stale` at take). A group that a lost worker
 was running goes back to `issued` and its `attempts` count goes up. Marking a group trained
 twice raises `LedgerError`: the run stops rather than train on it again. The ledger is saved
 with the checkpoint; on restore every group that was issued or in flight is `issued` again

@@ -14,9 +14,8 @@ be trained by step v + max_staleness, so none is generated only to be dropped as
 (AReaL's rule). Episodes in flight during a publish continue on the new weights (partial
 rollouts, per-token versions).
 
-Every group's state is kept in the ledger (rollout/ledger.py): issued, in flight, buffered,
-trained or dropped with a reason. A wave whose worker was lost (`WaveLost`, raised by a
-remote env after it replaced the worker) runs again with the same groups and seed.
+Every group's state is in the ledger (rollout/ledger.py). A wave whose worker was lost
+(`WaveLost`, from a remote env that replaced it) runs again with the same groups and seed.
 """
 
 from __future__ import annotations
@@ -99,8 +98,7 @@ class Pipeline:
                                  rewards=[round(e.reward, 6) for e in episodes])
             self.cond.notify_all()
 
-    def _run_wave(self, jobs: list[GroupJob]) -> list:
-        """env.run, again with the same groups and seed while the worker running it is lost."""
+    def _run_wave(self, jobs: list[GroupJob]) -> list:  # env.run, again while its worker is lost
         for attempt in range(MAX_WAVE_ATTEMPTS):
             with self.cond:
                 for j in jobs:
@@ -114,7 +112,6 @@ class Pipeline:
                     self.events.emit("reissue", uids=[j.uid for j in jobs], reason=str(lost))
                 if attempt + 1 == MAX_WAVE_ATTEMPTS:
                     raise
-        raise AssertionError("unreachable")
 
     def _pin_worker(self) -> None:
         """A worker that only waits on an engine process runs on that process's cores, off the
@@ -198,7 +195,7 @@ class Pipeline:
                              uids=[g.uid for g in groups])
             self.sampler.mark_consumed([g.job.task_id for g in groups])
             for g in groups:
-                self.ledger.train(g.uid, self.step) if g.trainable else self.ledger.drop(g.uid, "no_trainable")
+                self.ledger.train(g.uid, self.step)
             self.returned_since_step = 0
         if self.record_dir is not None:
             self.record_dir.mkdir(parents=True, exist_ok=True)
@@ -270,8 +267,8 @@ class Pipeline:
     def audit(self) -> dict:
         """The ledger's audit: groups lost (held by no one, never final) and per-state counts."""
         with self.cond:
-            held = set(self.in_flight) | {g.uid for g in self.buffer.groups}
-            held |= {j.uid for j in self.sampler.requeued}
+            held = {*self.in_flight, *(g.uid for g in self.buffer.groups),
+                    *(j.uid for j in self.sampler.requeued)}
             return self.ledger.audit(held)
 
     # ---- checkpoint state --------------------------------------------------------------

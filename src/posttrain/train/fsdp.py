@@ -5,8 +5,8 @@ Each rank trains on a contiguous share of the batch's episodes; advantages are c
 the whole batch first, and each micro-batch is weighted by its share of the whole batch, so
 the summed gradient is the one process's gradient. FSDP2's reduce-scatter would divide by
 the world size: the divide factor is set to 1 and the reduction forced to a plain sum (gloo
-has no pre-multiplied sum; this also settles the gloo sum-versus-average question). Stats are summed across ranks; mismatch stats are computed over
-the gathered logprobs of every rank. A checkpoint (`save_sharded`) written by N ranks loads
+has no pre-multiplied sum; this also settles the gloo sum-versus-average question). Stats
+are summed across ranks; mismatch stats are computed over the gathered logprobs of every rank. A checkpoint (`save_sharded`) written by N ranks loads
 on M (`load_sharded`), M = 1 included (a plain model, no process group).
 """
 
