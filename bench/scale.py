@@ -57,7 +57,7 @@ def main() -> None:
     init = warm_policy(base, out / "warm")
     base += [f'policy.init="{init}"', "policy.sft_steps=0"]
     n = size["actors"]
-    ray = ['cluster.executor="ray"', "cluster.num_cpus=4", "cluster.actor_cpus=0.5"]
+    ray = ['cluster.executor="ray"', "cluster.num_cpus=4", "cluster.actor_cpus=0.5", "cluster.start_timeout_s=600"]
     runs = {"local": run_mode(base + [f"rollout.workers={n}"], "local"),
             f"ray_{n}": run_mode(base + ray + [f"rollout.workers={n}", f"cluster.rollout_actors={n}"], f"ray{n}"),
             "ray_1": run_mode(base + ray + ["rollout.workers=1", "cluster.rollout_actors=1"], "ray1")}
