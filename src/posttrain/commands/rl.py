@@ -30,6 +30,9 @@ def rl(
     mode = "sync" if cfg.rollout.max_staleness == 0 else f"async, max_staleness {cfg.rollout.max_staleness}"
     console.print(f"[bold]posttrain rl[/bold] → {cfg.run_dir} ({mode}, loss {cfg.algo.loss})")
     s = run_rl(cfg, resume=resume, overwrite=overwrite, console=console)
+    if s.get("preempted"):
+        console.print(f"SIGTERM: checkpointed after step {s['steps']}; continue with --resume")
+        return
     for label, key in (("before", "eval_before"), ("after ", "eval_after")):
         e = s[key]
         if e:

@@ -32,6 +32,7 @@ from posttrain.evals.stats import clustered_mean_ci
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.domains import make_scheduler
 from posttrain.recipes.progress import Phases
+from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_env import build_env
 from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
@@ -135,6 +136,21 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
 
 
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
+    """Run (or resume) the job; a trainer rank that dies resumes it from the last checkpoint,
+    up to cluster.rank_failures times."""
+    from posttrain.train.ranks import TrainerRankLost
+
+    for failures in range(cfg.cluster.rank_failures + 1):
+        try:
+            return _run_rl_once(cfg, resume, overwrite, console)
+        except TrainerRankLost:
+            if failures == cfg.cluster.rank_failures or latest_checkpoint(cfg.run_dir) is None:
+                raise
+            resume, overwrite = True, False
+    raise AssertionError("unreachable")
+
+
+def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> dict:
     """Train, evaluate before and after, write RUN/summary.json. A fresh run that fails before
     its first checkpoint leaves no directory behind; a run whose every step was skipped (no
     trainable group) is an error after its summary is written."""
@@ -145,7 +161,7 @@ def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, cons
         summary = _train(cfg, run_dir, ckpt, console)
     summary["wall_s"] = round(time.perf_counter() - t_start, 1)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    if summary["steps_trained"] == 0:
+    if not summary.get("preempted") and summary["steps_trained"] == 0:
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["episode_statuses"].items()))
         raise PosttrainError(
             f"all {summary['steps']} steps were skipped: no group had a trainable episode with a "
@@ -166,12 +182,15 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
     torch.set_num_threads(cfg.threads)
     n_eval = 0 if cfg.tasks.n_eval == 0 else 2
     with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
-            contextlib.ExitStack() as stack:
+            contextlib.ExitStack() as stack, Preempted() as preempted:
+        executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt, _warn(console))
         engine = stack.enter_context(rollout_engine(cfg, model, tok))
         if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
             env = InEngineProcess(env, engine)
-        trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
+        trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
+        if hasattr(trainer, "close"):
+            stack.callback(trainer.close)
         extra: dict = {}
         if ckpt is not None:
             state = load_checkpoint(ckpt, model, trainer)
@@ -179,8 +198,8 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
-        pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout,
-                            cfg.algo, EventLog(run_dir / "events.jsonl"), record)
+        pipeline = Pipeline(*executor.wrap(env, engine), trainer, make_scheduler(cfg, env.task_ids),
+                            cfg.rollout, cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:
             pipeline.load_state_dict(state["pipeline"])
@@ -192,21 +211,28 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         log = MetricsLog(run_dir)
 
         def on_step(step: int, stats: dict) -> None:
+            stats |= executor.metrics()
             log.log("rl", step, stats)
             extra["metrics_lines"] += 1
             extra["skipped_steps"] += int(stats.get("skipped", 0))
             phases.advance("rl", reward=stats["reward_mean"], stale=stats["staleness_mean"],
                            idle=stats["trainer_idle_frac"])
             every = cfg.rollout.checkpoint_every
-            if (every and (step + 1) % every == 0) or step + 1 == cfg.rollout.steps:
+            if (every and (step + 1) % every == 0) or step + 1 == cfg.rollout.steps or preempted.asked:
                 save_checkpoint(run_dir, step + 1, model, tok, trainer,
                                 {"pipeline": pipeline.state_dict(), "recipe": extra})
-        pipeline.run(on_step)
+            if preempted.asked and step + 1 < cfg.rollout.steps:
+                raise Stop
+        with contextlib.suppress(Stop):
+            pipeline.run(on_step)
         log.close()
         pipeline.events.close()
+        if preempted.asked:  # checkpointed after the step in progress; --resume goes on from there
+            return {"preempted": True, "steps": pipeline.step + 1, "trajectories": pipeline.trajectories,
+                    "audit": pipeline.audit()}
         after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
         phases.advance("eval")
     return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
-            "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness}
+            "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit()}

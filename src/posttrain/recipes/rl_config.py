@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from posttrain.agent.config import AgentConfig
 from posttrain.engine.served_config import EnginesConfig
 from posttrain.recipes.config_io import load_model, resumed_config
-from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.config import ClusterConfig, RolloutConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
@@ -68,6 +68,7 @@ class RLRunConfig(_Section):
     domains: list[DomainConfig] = []       # [[domains]] tables; none: [tasks] is the one domain
     schedule: ScheduleConfig = ScheduleConfig()
     engines: EnginesConfig = EnginesConfig()  # embedded, or vLLM servers (recipes/served_engine.py)
+    cluster: ClusterConfig = ClusterConfig()
 
     @property
     def run_dir(self) -> Path:

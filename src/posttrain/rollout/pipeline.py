@@ -13,6 +13,9 @@ taken by the trainer plus those outstanding (in flight or buffered) stay within
 be trained by step v + max_staleness, so none is generated only to be dropped as stale
 (AReaL's rule). Episodes in flight during a publish continue on the new weights (partial
 rollouts, per-token versions).
+
+Every group's state is in the ledger (rollout/ledger.py). A wave whose worker was lost
+(`WaveLost`, from a remote env that replaced it) runs again with the same groups and seed.
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ from pathlib import Path
 from posttrain.rollout.buffer import Buffer, Group
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
+from posttrain.rollout.executor import WaveLost
+from posttrain.rollout.ledger import GroupLedger
 from posttrain.rollout.stats import IdleClock, domain_stats, episode_stats, staleness_stats
 from posttrain.rollout.weights import LockedEngine
 from posttrain.schedule.sampler import GroupJob, TaskSampler
 from posttrain.train.trainer import PolicyTrainer, RLConfig
 
 SWITCH_INTERVAL_S = 0.0005  # Python's default 5 ms GIL hand-over stalls the training thread
+MAX_WAVE_ATTEMPTS = 8  # a wave lost this many times in a row stops the run
 
 
 class Pipeline:
@@ -56,6 +62,7 @@ class Pipeline:
         self.trainer_wait_s = 0.0
         self.finished = Counter()  # statuses of every finished episode, trained or not
         self.retries = Counter()   # uid -> times its group was re-run after infra errors
+        self.ledger = GroupLedger()
 
     # ---- the rollout loop --------------------------------------------------------------
 
@@ -71,6 +78,7 @@ class Pipeline:
             jobs.append(job)
         for j in jobs:
             self.in_flight[j.uid] = j
+            self.ledger.issue(j.uid, j.task_id)
             self.events.emit("issue", uid=j.uid, task=j.task_id, version=self.version)
         self.clock.start(time.perf_counter())
         return jobs
@@ -78,7 +86,7 @@ class Pipeline:
     def produce(self, jobs: list[GroupJob]) -> None:
         """Run one wave of groups and put them in the buffer (the rollout loop's body)."""
         try:
-            results = self.env.run(jobs, self.engine)
+            results = self._run_wave(jobs)
         finally:
             with self.cond:
                 self.clock.stop(time.perf_counter())
@@ -99,6 +107,7 @@ class Pipeline:
         if self.retries[job.uid] >= self.cfg.infra_retries:
             return False
         self.retries[job.uid] += 1
+        self.ledger.requeue(job.uid, "infra_error")
         self.sampler.retry(job)
         self.events.emit("retry", uid=job.uid, task=job.task_id, attempt=self.retries[job.uid])
         return True
@@ -110,6 +119,7 @@ class Pipeline:
         if reason:
             self.events.emit("quarantine", task=job.task_id, domain=job.domain, reason=reason)
         kept = self.buffer.put(group, self.cfg.filter_zero_variance)
+        self.ledger.buffer(job.uid) if kept else self.ledger.drop(job.uid, "filtered")
         if not kept:
             self.returned_since_step += 1
             self.sampler.returned(job)
@@ -118,6 +128,21 @@ class Pipeline:
                          rewards=[round(e.reward, 6) for e in episodes], domain=job.domain,
                          gen_s=round(sum(e.timings.get("generate_s", 0.0) for e in episodes), 5),
                          verify_s=[round(e.timings.get("verify_s", 0.0), 5) for e in episodes])
+
+    def _run_wave(self, jobs: list[GroupJob]) -> list:  # env.run, again while its worker is lost
+        for attempt in range(MAX_WAVE_ATTEMPTS):
+            with self.cond:
+                for j in jobs:
+                    self.ledger.start(j.uid)
+            try:
+                return self.env.run(jobs, self.engine)
+            except WaveLost as lost:
+                with self.cond:
+                    for j in jobs:
+                        self.ledger.requeue(j.uid, "worker_lost")
+                    self.events.emit("reissue", uids=[j.uid for j in jobs], reason=str(lost))
+                if attempt + 1 == MAX_WAVE_ATTEMPTS:
+                    raise
 
     def _pin_worker(self) -> None:
         """A worker that only waits on an engine process runs on that process's cores, off the
@@ -202,6 +227,8 @@ class Pipeline:
         for g in dropped:
             self.sampler.returned(g.job)
         if dropped:
+            for g in dropped:
+                self.ledger.drop(g.uid, "stale")
             self.events.emit("drop", uids=[g.uid for g in dropped], version=self.version)
             self.cond.notify_all()
 
@@ -214,6 +241,8 @@ class Pipeline:
             self.events.emit("train", step=self.step, version=self.version,
                              uids=[g.uid for g in groups])
             self.sampler.mark_consumed([g.job.task_id for g in groups])
+            for g in groups:
+                self.ledger.train(g.uid, self.step)
             self.returned_since_step = 0
         if self.record_dir is not None:
             self.record_dir.mkdir(parents=True, exist_ok=True)
@@ -285,6 +314,13 @@ class Pipeline:
             "trajectories_total": float(self.trajectories),
             "trajectories_per_s": self.trajectories / max(now - t_start, 1e-9)}
 
+    def audit(self) -> dict:
+        """The ledger's audit: groups lost (held by no one, never final) and per-state counts."""
+        with self.cond:
+            held = {*self.in_flight, *(g.uid for g in self.buffer.groups),
+                    *(j.uid for j in self.sampler.requeued)}
+            return self.ledger.audit(held)
+
     # ---- checkpoint state --------------------------------------------------------------
 
     def state_dict(self) -> dict:
@@ -297,7 +333,8 @@ class Pipeline:
             return {"version": self.version, "step": self.step + 1, "trajectories": self.trajectories,
                     "taken": self.taken,
                     "buffer": self.buffer.state_dict(), "sampler": sampler,
-                    "events": self.events.count, "finished": dict(self.finished)}
+                    "events": self.events.count, "finished": dict(self.finished),
+                    "ledger": self.ledger.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.version, self.step = state["version"], state["step"]
@@ -307,4 +344,5 @@ class Pipeline:
         self.sampler.load_state_dict(state["sampler"])
         self.events.count = state["events"]
         self.finished = Counter(state["finished"])
+        self.ledger.load_state_dict(state.get("ledger", {}))
         self.engine.publish(self.trainer.model, self.version)

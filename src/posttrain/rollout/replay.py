@@ -32,6 +32,10 @@ def replay(pipeline: Pipeline, record_dir: Path, on_step: Callable[[int, dict], 
         if version != pipeline.version:
             raise ValueError(f"step {pipeline.step}: recorded at version {version}, "
                              f"replaying at {pipeline.version} (start from the run's initial weights)")
+        for g in groups:  # the ledger sees them come through the buffer, as in the run
+            pipeline.ledger.issue(g.uid, g.job.task_id)
+            pipeline.ledger.start(g.uid)
+            pipeline.ledger.buffer(g.uid)
         stats = pipeline.train_on(groups)
         if on_step is not None:
             on_step(pipeline.step, stats)

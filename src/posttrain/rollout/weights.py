@@ -63,6 +63,11 @@ class LockedEngine(Engine):
             self._state, self._state_key = model.state_dict(), (id(model), ptrs)
         return self._state
 
+    def publish_state(self, state: dict, version: int) -> None:
+        """Copy a state dict in (a replica in another process receives weights this way)."""
+        with self._lock:
+            self.engine.update_weights(state, version)
+
     def publish(self, model, version: int) -> None:
         """Copy the trainer's weights into the engine (unless they share the model). An engine
         in another process takes them without waiting for the generate call in flight."""

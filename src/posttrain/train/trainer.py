@@ -106,10 +106,11 @@ class PolicyTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
 
     def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None,
-              weighting: str = "seq", dropout: bool = True) -> dict:
+              weighting: str = "seq", dropout: bool = True, totals: tuple[int, int] | None = None) -> dict:
         """Accumulate gradients over micro-batches, each weighted by its share of the
         batch's sequences (weighting "seq") or model tokens ("token"), then one step.
-        dropout=False keeps the model in eval mode (RL: the distribution that sampled)."""
+        dropout=False keeps the model in eval mode (RL: the distribution that sampled).
+        totals: (sequences, tokens) of the whole batch when `episodes` is one rank's part."""
         t0 = time.perf_counter()
         if dropout:
             self.model.train()
@@ -117,18 +118,20 @@ class PolicyTrainer:
             self.model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = {}
-        total_tokens = sum(e.tokens_out for e in episodes)
+        n_seqs, total_tokens = totals or (len(episodes), sum(e.tokens_out for e in episodes))
         for chunk in _micro_batches(list(range(len(episodes))), self.optim_cfg.micro_batch):
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
             loss, part = loss_fn(batch, eps)
             share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
-                     else len(eps) / len(episodes))
+                     else len(eps) / n_seqs)
             (loss * share).backward()
             for k, v in part.items():
                 stats[k] = stats.get(k, 0.0) + v * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_cfg.grad_clip, foreach=True)
+        if hasattr(grad_norm, "full_tensor"):  # sharded parameters: the norm over every shard
+            grad_norm = grad_norm.full_tensor()
         self.optimizer.step()
         if dropout:
             self.model.eval()
@@ -155,6 +158,14 @@ class PolicyTrainer:
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,
         loss and (optionally) truncated IS; logs trainer–sampler mismatch over the batch."""
+        advantages = episode_advantages(episodes, cfg.advantage_name)
+        stats, lp, ro = self.rl_part(episodes, advantages, cfg)
+        return stats | mismatch_stats(lp, ro, torch.ones_like(lp))
+
+    def rl_part(self, episodes: list[Episode], advantages: list[float], cfg: RLConfig,
+                totals: tuple[int, int] | None = None) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        """The step on this part of a batch (all of it, or one rank's share under `totals`);
+        returns its stats and the trainer's and sampler's logprobs of its sampled tokens."""
         policy_loss = get_loss(cfg.loss)
         flat_lp, flat_ro = [], []
 
@@ -180,9 +191,8 @@ class PolicyTrainer:
                 if ref is not None:
                     part["kl_ref"] = masked_mean(k3_kl(lp, ref), b.loss_mask).item()
             return loss, {"loss": loss.item(), **part}
-        advantages = episode_advantages(episodes, cfg.advantage_name)
         # No dropout: the trainer's logprobs are those of the distribution the engine sampled
         # (as TRL's disable_dropout); the packed forward has none either way.
-        stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss], dropout=False)
-        lp, ro = torch.cat(flat_lp), torch.cat(flat_ro)
-        return stats | mismatch_stats(lp, ro, torch.ones_like(lp))
+        stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss], dropout=False,
+                           totals=totals)
+        return stats, torch.cat(flat_lp), torch.cat(flat_ro)

@@ -1,0 +1,73 @@
+"""Several simulated nodes (ray.cluster_utils.Cluster): the rollout workers' node is lost
+mid-run; their placement group moves to the other node, the workers are replaced there with
+the current weights, and the synchronous run ends with exactly the local executor's metrics."""
+
+import pytest
+
+from tests_ray import require_ray  # noqa: E402
+
+ray = require_ray()
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from posttrain.rollout.config import ClusterConfig, RolloutConfig  # noqa: E402
+from posttrain.rollout.pipeline import Pipeline  # noqa: E402
+from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
+from posttrain.schedule.sampler import TaskSampler  # noqa: E402
+from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
+
+pytestmark = pytest.mark.slow
+NODE = dict(num_cpus=1, resources={"fake_gpu": 1}, object_store_memory=80 * 2**20)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=0, object_store_memory=80 * 2**20))
+    nodes = [c.add_node(**NODE) for _ in range(2)]
+    ray.init(address=c.address, log_to_driver=False)
+    yield c, nodes
+    ray.shutdown()
+    c.shutdown()
+
+
+def strip(stats: dict) -> dict:
+    return {k: v for k, v in stats.items()
+            if not (k.endswith("_s") or "idle" in k or "busy" in k or k.startswith("actor_"))}
+
+
+def run(make_parts, executor=None, on_step=None):
+    env, model, engine = make_parts()
+    if executor is not None:
+        env, engine = executor.wrap(env, engine)
+    trainer = PolicyTrainer(model, 0, OptimConfig(lr=1e-2))
+    rc = RolloutConfig(steps=8, groups_per_step=2, group_size=env.group_size, max_staleness=0)
+    pipe = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, 0), rc, RLConfig(tis="token"))
+    rows = []
+
+    def step(i, stats):
+        rows.append(strip(stats))
+        if on_step:
+            on_step(i)
+    pipe.run(step)
+    return pipe, rows
+
+
+def test_losing_the_workers_node_moves_them_and_the_run_goes_on(make_parts, cluster):
+    c, nodes = cluster
+    _, local = run(make_parts)
+    cfg = ClusterConfig(executor="ray", rollout_actors=2, actor_cpus=0.5, actor_resources={"fake_gpu": 0.5},
+                        start_timeout_s=120, heartbeat_s=0.5)
+    with RayExecutor(cfg) as ex:
+        lost = []
+
+        def lose_node(step):
+            if step == 2:
+                where = ex.pool.slots[0].where["node"]
+                node = next(n for n in nodes if n.node_id == where)
+                c.remove_node(node)
+                lost.append(where)
+        pipe, rows = run(make_parts, ex, lose_node)
+        after = {s.where["node"] for s in ex.pool.slots}
+    assert rows == local
+    assert lost and lost[0] not in after  # every worker now runs on the surviving node
+    assert pipe.audit()["lost"] == []

@@ -1,0 +1,96 @@
+"""The unchanged pipeline on the Ray executor: rollout workers are actors (one Ray per module,
+2 CPUs and a GPU stand-in), sync runs equal the local executor's, a worker killed mid-run is
+replaced and its wave runs again, and resources that can never be granted fail at start."""
+
+import json
+
+import pytest
+
+from tests_ray import require_ray  # noqa: E402
+
+ray = require_ray()
+
+from posttrain.errors import PosttrainError  # noqa: E402
+from posttrain.rollout.config import ClusterConfig, RolloutConfig  # noqa: E402
+from posttrain.rollout.events import EventLog  # noqa: E402
+from posttrain.rollout.pipeline import Pipeline  # noqa: E402
+from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
+from posttrain.schedule.sampler import TaskSampler  # noqa: E402
+from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a Ray start and actor starts: about a minute on 2 busy cores
+CLUSTER = ClusterConfig(executor="ray", rollout_actors=2, actor_cpus=0.5,
+                        actor_resources={"fake_gpu": 1}, start_timeout_s=20, heartbeat_s=0.5)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster():
+    ray.init(num_cpus=2, resources={"fake_gpu": 2}, object_store_memory=100 * 2**20,
+             include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def timing(key: str) -> bool:
+    return key.endswith("_s") or "idle" in key or "busy" in key or key.startswith("actor_")
+
+
+def run(make_parts, executor=None, steps=3, tmp_path=None, on_step=None, **cfg):
+    env, model, engine = make_parts()
+    if executor is not None:
+        env, engine = executor.wrap(env, engine)
+    trainer = PolicyTrainer(model, 0, OptimConfig(lr=1e-2))
+    rc = RolloutConfig(steps=steps, groups_per_step=2, group_size=env.group_size, **cfg)
+    events = EventLog(tmp_path / "events.jsonl" if tmp_path else None)
+    pipe = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, 0), rc, RLConfig(tis="token"), events)
+    rows = []
+
+    def step(i, stats):
+        rows.append({k: v for k, v in stats.items() if not timing(k)})
+        if on_step:
+            on_step(i, pipe)
+    pipe.run(step)
+    events.close()
+    return pipe, rows
+
+
+def test_sync_run_on_ray_equals_the_local_run_and_the_ledger_balances(make_parts, tmp_path):
+    _, local = run(make_parts, max_staleness=0)
+    with RayExecutor(CLUSTER, tmp_path / "actors") as ex:
+        pipe, remote = run(make_parts, ex, max_staleness=0)
+        per_actor = ex.metrics()
+    assert remote == local
+    audit = pipe.audit()
+    assert audit["lost"] == [] and audit["trained"] == 6
+    assert set(per_actor) >= {"actor_rollout-0_wave_s", "actor_rollout-1_restarts_total"}
+    assert "weights v3" in (tmp_path / "actors" / "rollout-0.log").read_text()
+
+
+def test_async_on_ray_trains_each_group_once(make_parts, tmp_path):
+    with RayExecutor(CLUSTER) as ex:
+        pipe, rows = run(make_parts, ex, steps=4, tmp_path=tmp_path, max_staleness=1, workers=2,
+                         groups_per_wave=1)
+    assert len(rows) == 4 and all(r["staleness_max"] <= 1 for r in rows)
+    trained = [u for line in (tmp_path / "events.jsonl").open() if (e := json.loads(line))["event"] == "train"
+               for u in e["uids"]]
+    assert len(trained) == len(set(trained)) == pipe.audit()["trained"]
+
+
+def test_a_worker_killed_mid_run_is_replaced_and_its_wave_runs_again(make_parts, tmp_path):
+    def kill(step, pipe):
+        if step in (0, 1):
+            slot = ex.pool.slots[0]
+            ray.kill(slot.actor, no_restart=True)
+    _, local = run(make_parts, max_staleness=0)
+    with RayExecutor(CLUSTER.model_copy(update={"rollout_actors": 1}), tmp_path) as ex:
+        pipe, rows = run(make_parts, ex, tmp_path=tmp_path, on_step=kill, max_staleness=0)
+        restarts = sum(s.restarts for s in ex.pool.slots)
+    assert rows == local  # the replacement got the current weights before it served
+    assert restarts == 2 and pipe.audit()["lost"] == []
+
+
+def test_resources_that_can_never_be_granted_fail_at_start(make_parts):
+    env, _, engine = make_parts()
+    bad = CLUSTER.model_copy(update={"actor_resources": {"fake_gpu": 4}})
+    with RayExecutor(bad) as ex, pytest.raises(PosttrainError, match="can never be satisfied"):
+        ex.wrap(env, engine)
