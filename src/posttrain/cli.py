@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "posttrain.commands.models",
     "posttrain.commands.rl",
     "posttrain.commands.validate",
+    "posttrain.commands.gateway",
 ]
 
 
