@@ -9,6 +9,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 if ! "$VENV/bin/python" -c "import litellm.proxy.proxy_server" 2>/dev/null; then
-  "$VENV/bin/python" -m pip install -q "litellm[proxy]==1.110.2"
+  "$VENV/bin/python" -m pip install -q "litellm[proxy]==1.80.0"
 fi
 echo "$VENV/bin/litellm"
