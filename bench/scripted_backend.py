@@ -3,7 +3,7 @@
     python bench/scripted_backend.py --port 9001 [--delay-ms 20] [--tokens 8] [--fail-status 500]
 
 It answers /v1/chat/completions and /v1/completions (streamed or not) with `--tokens` tokens
-after `--delay-ms`, echoing the request's model, seed and max_tokens in `usage`-bearing
+after `--delay-ms` (or `delay_ms=N` in the first message), echoing the request's model, seed and max_tokens in `usage`-bearing
 responses; /v1/models and /health answer 200. With --fail-status it answers every completion
 with that status. It stands in for a model so that only the gateway's own cost is measured.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 
 import uvicorn
 from starlette.applications import Starlette
@@ -21,13 +22,27 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 
+DELAY = re.compile(r"delay_ms=(\d+(?:\.\d+)?)")
+
+
+def _delay_in(body: dict, default_s: float) -> float:
+    """`delay_ms=N` anywhere in the first message (or prompt) overrides --delay-ms: every proxy
+    passes message text through untouched, so one backend serves every load level."""
+    msgs = body.get("messages") or [{}]
+    text = msgs[0].get("content") if isinstance(msgs[0], dict) else None
+    text = text if isinstance(text, str) else body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+    m = DELAY.search(text)
+    return float(m.group(1)) / 1000 if m else default_s
+
+
 def build_app(delay_s: float, tokens: int, fail_status: int | None, name: str) -> Starlette:
     async def complete(request: Request):
         body = json.loads(await request.body())
         if fail_status:
             return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, status_code=fail_status)
-        if delay_s:
-            await asyncio.sleep(delay_s)
+        delay = _delay_in(body, delay_s)
+        if delay:
+            await asyncio.sleep(delay)
         n_out = min(tokens, body.get("max_tokens") or tokens)
         chat = request.url.path.endswith("chat/completions")
         prompt_tokens = len(json.dumps(body.get("messages") or body.get("prompt") or "")) // 4 + 1

@@ -101,10 +101,10 @@ def test_killed_backend_is_retried_cooled_and_readmitted(stack):
     codes = [post(stack, {**CHAT, "model": "standard"}).status_code for _ in range(12)]
     assert codes == [200] * 12
     url = f"http://127.0.0.1:{stack['ports']['s1']}/v1"
-    assert httpx.get(stack["url"] + "/health").json()["backends"][url] is False
+    assert httpx.get(stack["url"] + "/health").json()["backends"][url]["healthy"] is False
     victim.start()
     deadline = time.monotonic() + 10
-    while not httpx.get(stack["url"] + "/health").json()["backends"][url]:
+    while not httpx.get(stack["url"] + "/health").json()["backends"][url]["healthy"]:
         assert time.monotonic() < deadline, "backend never re-admitted"
         time.sleep(0.1)
 

@@ -37,7 +37,7 @@ def _config(path: str):
     except FileNotFoundError as e:
         raise PosttrainError(f"no such config: {path}") from e
     except (ValidationError, ValueError) as e:
-        raise PosttrainError(f"bad gateway config {path}: {str(e).splitlines()[0]}; {e}") from e
+        raise PosttrainError(f"bad gateway config {path}: {' '.join(str(e).split())}") from e
 
 
 @gateway_app.command("serve")
@@ -58,7 +58,8 @@ def serve(config: str = typer.Argument(..., help="Gateway config (TOML)."),
         raise PosttrainError(str(e)) from e
     Console().print(f"gateway for {', '.join(cfg.variants)} on http://{cfg.host}:{cfg.port}/v1, audit {cfg.audit_db}")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
-                loop=_fastest("uvloop", "auto"), http=_fastest("httptools", "auto"), access_log=False)
+                loop=_fastest("uvloop", "auto"), http=_fastest("httptools", "auto"), access_log=False,
+                proxy_headers=False, server_header=False, backlog=4096)
 
 
 def _fastest(module: str, fallback: str) -> str:

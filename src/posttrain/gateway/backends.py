@@ -8,7 +8,7 @@ import itertools
 import time
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 from posttrain.gateway.config import GatewayConfig
 
@@ -67,7 +67,7 @@ class BackendPool:
         b.cooling_until = 0.0
         b.readmissions += 1
 
-    async def health_loop(self, client: httpx.AsyncClient) -> None:
+    async def health_loop(self, client: aiohttp.ClientSession) -> None:
         """Forever: probe each cooling backend whose cooldown has run out."""
         while True:
             await asyncio.sleep(self.config.health_interval_s)
@@ -75,11 +75,12 @@ class BackendPool:
             due = [b for b in self.all() if not b.healthy and now >= b.cooling_until]
             await asyncio.gather(*(self._probe(client, b) for b in due))
 
-    async def _probe(self, client: httpx.AsyncClient, b: Backend) -> None:
+    async def _probe(self, client: aiohttp.ClientSession, b: Backend) -> None:
         try:
-            r = await client.get(f"{b.url}/models", headers=b.auth, timeout=self.config.connect_timeout_s)
-            ok = r.status_code == 200
-        except httpx.HTTPError:
+            timeout = aiohttp.ClientTimeout(total=self.config.connect_timeout_s)
+            async with client.get(f"{b.url}/models", headers=b.auth, timeout=timeout) as r:
+                ok = r.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError):
             ok = False
         if ok:
             self._readmit(b)

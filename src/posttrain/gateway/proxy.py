@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -20,7 +21,8 @@ from posttrain.gateway.metrics import GatewayMetrics
 from posttrain.gateway.router import RouteError, Router
 from posttrain.gateway.tokens import StreamCounter, prompt_upper_bound, usage_of
 
-RETRYABLE = (httpx.TransportError,)  # connection errors, timeouts, protocol errors
+# Connection errors, resets, timeouts, truncated bodies: another backend may do better.
+RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError)
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Call:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, pool: BackendPool, router: Router, limiter: Limiter,
-                 audit: AuditLog, client: httpx.AsyncClient):
+                 audit: AuditLog, client: aiohttp.ClientSession):
         self.config, self.pool, self.router, self.limiter = config, pool, router, limiter
         self.audit, self.client = audit, client
         self.keys = KeyRing(config.keys)
@@ -104,6 +106,10 @@ class Gateway:
         call.raw = json.dumps(call.body).encode()
         return call.raw
 
+    @staticmethod
+    def _payload_text(call: Call) -> str:
+        return call.raw.decode("utf-8", "replace") if call.raw else json.dumps(call.body)
+
     def _headers(self, b: Backend) -> dict[str, str]:
         return {"content-type": "application/json", **b.auth}
 
@@ -111,17 +117,19 @@ class Gateway:
         tried = self.pool.candidates(call.variant, lambda v: self.router.allowed(call.key, v))
         for b in tried:
             try:
-                r = await self.client.post(f"{b.url}{call.path}", content=self._payload(call, b), headers=self._headers(b))
+                async with self.client.post(f"{b.url}{call.path}", data=self._payload(call, b),
+                                            headers=self._headers(b)) as r:
+                    status, content = r.status, await r.read()
             except RETRYABLE as e:
                 self._upstream_failed(b, type(e).__name__)
                 continue
-            if r.status_code >= 500:
-                self._upstream_failed(b, f"HTTP {r.status_code}")
+            if status >= 500:
+                self._upstream_failed(b, f"HTTP {status}")
                 continue
             self.pool.succeeded(b)
-            tin, tout, text = usage_of(r.content) if r.status_code == 200 else (0, 0, None)
-            self._finish(call, b, r.status_code, tin, tout, text)
-            return Response(r.content, status_code=r.status_code, media_type="application/json",
+            tin, tout, text = usage_of(content) if status == 200 else (0, 0, None)
+            self._finish(call, b, status, tin, tout, text)
+            return Response(content, status_code=status, media_type="application/json",
                             headers={"x-posttrain-variant": b.variant})
         self._finish(call, None, 502, 0, 0, None)
         return error_response(502, f"every backend for `{call.variant}` failed ({len(tried)} tried)", "upstream_unavailable")
@@ -134,43 +142,45 @@ class Gateway:
         """Fail over only before the first byte; after it, relay what the backend sends."""
         tried = self.pool.candidates(call.variant, lambda v: self.router.allowed(call.key, v))
         for b in tried:
-            req = self.client.build_request("POST", f"{b.url}{call.path}", content=self._payload(call, b),
-                                            headers=self._headers(b))
+            r = None
             try:
-                r = await self.client.send(req, stream=True)
-                if r.status_code >= 500:
-                    await r.aclose()
-                    self._upstream_failed(b, f"HTTP {r.status_code}")
+                r = await self.client.post(f"{b.url}{call.path}", data=self._payload(call, b), headers=self._headers(b))
+                if r.status >= 500:
+                    r.close()
+                    self._upstream_failed(b, f"HTTP {r.status}")
                     continue
-                if r.status_code != 200:
-                    content = await r.aread()
-                    await r.aclose()
-                    self._finish(call, b, r.status_code, 0, 0, None)
-                    return Response(content, status_code=r.status_code, media_type="application/json")
-                chunks = r.aiter_raw()
-                first = await chunks.__anext__()
-            except (RETRYABLE + (StopAsyncIteration,)) as e:
+                if r.status != 200:
+                    content = await r.read()
+                    r.release()
+                    self._finish(call, b, r.status, 0, 0, None)
+                    return Response(content, status_code=r.status, media_type="application/json")
+                first = await r.content.readany()
+                if not first:
+                    raise aiohttp.ClientPayloadError("empty stream")
+            except RETRYABLE as e:
+                if r is not None:
+                    r.close()
                 self._upstream_failed(b, type(e).__name__)
                 continue
             self.pool.succeeded(b)
-            return StreamingResponse(self._relay(call, b, r, first, chunks), media_type="text/event-stream",
+            return StreamingResponse(self._relay(call, b, r, first), media_type="text/event-stream",
                                      headers={"x-posttrain-variant": b.variant})
         self._finish(call, None, 502, 0, 0, None)
         return error_response(502, f"every backend for `{call.variant}` failed ({len(tried)} tried)", "upstream_unavailable")
 
-    async def _relay(self, call: Call, b: Backend, r: httpx.Response, first: bytes, chunks):
+    async def _relay(self, call: Call, b: Backend, r: aiohttp.ClientResponse, first: bytes):
         counter, status = StreamCounter(), 200
         try:
             counter.feed(first)
             yield first
-            async for chunk in chunks:
+            async for chunk in r.content.iter_any():
                 counter.feed(chunk)
                 yield chunk
         except RETRYABLE:
             status = 502  # the backend died mid-stream: the client sees the stream end early
             yield b'data: {"error": {"message": "upstream failed mid-stream", "type": "server_error", "code": "upstream_unavailable"}}\n\n'
         finally:
-            await r.aclose()
+            r.close()  # also aborts the upstream generation if the client went away
             tin, tout, text = counter.result()
             self._finish(call, b, status, tin, tout, text)
 
@@ -187,6 +197,6 @@ class Gateway:
         self.audit.append(kind="call", key_hash=label, route=f"{call.path} {call.route}", variant=b.variant if b else call.variant,
                           backend=b.url if b else None, weights_version=v.weights_version, seed=body.get("seed"),
                           tokens_in=tin, tokens_out=tout or 0, latency_ms=latency * 1000, status=status, cost_usd=cost,
-                          session=call.session, request=json.dumps(body) if self.config.audit_bodies else None,
+                          session=call.session, request=self._payload_text(call) if self.config.audit_bodies else None,
                           output=text)
         self.metrics.observe(b.variant if b else call.variant, status, label, latency, tin, tout or 0)
