@@ -102,5 +102,64 @@ def keys_new(name: str = typer.Argument(...),
     typer.echo(key_toml(record))
 
 
+DEFAULT_PROBES = ["def fib(n):\n    if n < 2:\n        return n\n", "The capital of France is", "1, 2, 3, 4, 5,",
+                  "Once upon a time", "import numpy as np\nx = np.", "SELECT name FROM users WHERE"]
+
+
+@gateway_app.command("canary")
+def canary(config: str = typer.Argument(..., help="Gateway config with a [canary] table."),
+           candidate_job: str = typer.Option(..., help="`posttrain eval` job of the candidate variant."),
+           baseline_job: str = typer.Option(..., help="The same suite and conditions on the baseline variant."),
+           probes: Optional[str] = typer.Option(None, help="JSON list of prompts for the greedy identity check."),
+           probe_tokens: int = typer.Option(32),
+           gateway_url: Optional[str] = typer.Option(None, help="A running gateway to apply the decision to."),
+           api_key_env: Optional[str] = typer.Option(None, help="Env var with an admin key for --gateway-url.")) -> None:
+    """Decide promotion or rollback from a paired, task-clustered non-inferiority test; audit it."""
+    import json
+    import os
+
+    import httpx
+
+    from posttrain.errors import PosttrainError
+    from posttrain.gateway.audit import AuditLog
+    from posttrain.gateway.canary import audit_fields, decide, job_scores, probe_identity
+
+    cfg = _config(config)
+    if not cfg.canary:
+        raise PosttrainError(f"{config} has no [canary] table")
+    c, variants = cfg.canary, cfg.variants
+    lossless = variants[c.candidate].lossless
+    identical = None
+    if lossless:
+        prompts = json.loads(open(probes).read()) if probes else DEFAULT_PROBES
+        cand, base = variants[c.candidate], variants[c.baseline]
+        identical = probe_identity(cand.backends[0], cand.model or c.candidate, base.backends[0],
+                                   base.model or c.baseline, prompts, probe_tokens)
+    try:
+        d = decide(c.candidate, c.baseline, job_scores(candidate_job), job_scores(baseline_job), c.margin,
+                   lossless, identical)
+    except ValueError as e:
+        raise PosttrainError(str(e)) from e
+    console = Console(soft_wrap=True)
+    console.print(f"{c.candidate} vs {c.baseline} on {d.n_tasks} tasks: {d.mean_candidate:.4f} vs {d.mean_baseline:.4f}, "
+                  f"difference {d.diff:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}], p {d.p_value:.3g}, margin {c.margin}")
+    if identical:
+        console.print(f"greedy probes identical: {identical[0]}/{identical[1]}")
+    console.print(f"[bold]{d.decision}[/bold]: {d.reason}")
+    if gateway_url:
+        headers = {"Authorization": f"Bearer {os.environ[api_key_env]}"} if api_key_env else {}
+        r = httpx.post(f"{gateway_url.rstrip('/')}/v1/gateway/canary", json=d.to_dict(), headers=headers, timeout=30)
+        if r.status_code != 200:
+            raise PosttrainError(f"the gateway refused the decision: {r.status_code} {r.text}")
+        console.print(f"applied to {gateway_url}: {r.json()}")
+    else:  # the gateway is not running: append to its log; it applies the decision when it starts
+        log = AuditLog(cfg.audit_db)
+        log.append(**audit_fields(d))
+        log.close()
+        console.print(f"recorded in {cfg.audit_db}")
+    if d.decision != "promote":
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(gateway_app, name="gateway")

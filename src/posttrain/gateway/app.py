@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from posttrain.gateway.audit import AuditLog
 from posttrain.gateway.backends import BackendPool
+from posttrain.gateway.canary import CanaryDecision, audit_fields
 from posttrain.gateway.config import GatewayConfig
 from posttrain.gateway.errors import error_response
 from posttrain.gateway.limits import Limiter
@@ -99,6 +100,26 @@ def create_app(config: GatewayConfig) -> FastAPI:
         names = [config.auto_model] + [v for v in config.variants if gw.router.allowed(key, v)]
         return JSONResponse({"object": "list", "data": [{"id": n, "object": "model", "owned_by": "posttrain-gateway"}
                                                         for n in names]})
+
+    @app.post("/v1/gateway/canary")
+    async def canary_decision(request: Request):
+        """Apply a canary decision (`posttrain gateway canary` sends it) and append it to the audit log,
+        so the log keeps one writer. Needs an admin key when keys are configured."""
+        gw = holder["gw"]
+        key = gw.keys.check(request.headers.get("authorization")) if gw.keys.enabled else None
+        if gw.keys.enabled and (key is None or not key.admin):
+            return error_response(403 if key else 401, "an admin key is needed", "admin_only")
+        try:
+            decision = CanaryDecision(**json.loads(await request.body()))
+            if decision.decision not in ("promote", "rollback"):
+                raise ValueError(f"decision {decision.decision!r}")
+        except (ValueError, TypeError) as e:
+            return error_response(400, f"not a canary decision: {e}", "invalid_request")
+        if not config.canary or decision.candidate != config.canary.candidate:
+            return error_response(400, "the config has no canary for this candidate", "no_canary")
+        gw.audit.append(**audit_fields(decision))
+        gw.router.canary_share = {"promote": 1.0, "rollback": 0.0}[decision.decision]
+        return {"applied": decision.decision, "canary_share": gw.router.canary_share}
 
     @app.get("/health")
     async def health():

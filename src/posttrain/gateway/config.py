@@ -70,6 +70,7 @@ class Key(BaseModel):
     rpm: int | None = Field(None, gt=0)
     tpm: int | None = Field(None, gt=0)
     budget_usd: float | None = Field(None, ge=0)
+    admin: bool = False                 # may apply canary decisions
 
 
 class GatewayConfig(BaseModel):
