@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cpuinfo import cpu  # noqa: E402
-from gateway_sections import (  # noqa: E402
-    bench_kill, bench_limits, bench_overhead, bench_variants, print_table)
+from gateway_sections import bench_kill, bench_limits, bench_overhead, print_table  # noqa: E402
+from gateway_variants import bench_variants  # noqa: E402
 
 
 def main() -> None:

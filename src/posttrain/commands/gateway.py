@@ -161,5 +161,31 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
         raise typer.Exit(1)
 
 
+@gateway_app.command("replay")
+def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls to re-send."),
+           against: str = typer.Option(..., help="Variant to replay against."),
+           gateway_url: str = typer.Option("http://127.0.0.1:8080/v1", help="The gateway that serves it."),
+           limit: Optional[int] = typer.Option(None, help="Replay only the first N calls."),
+           api_key_env: Optional[str] = typer.Option(None, help="Env var holding a key for the gateway."),
+           json_out: Optional[str] = typer.Option(None, "--json", help="Write the report here.")) -> None:
+    """Re-send logged requests (with their seeds) to a variant; report output flips and latency."""
+    import json
+    import os
+    from pathlib import Path
+
+    from posttrain.errors import PosttrainError
+    from posttrain.gateway.replay import replay as run_replay
+
+    if not Path(log).is_file():
+        raise PosttrainError(f"no such audit log: {log}")
+    key = os.environ.get(api_key_env) if api_key_env else None
+    report = run_replay(log, gateway_url, against, limit, key).summary()
+    Console(soft_wrap=True).print(f"replayed {report['replayed']} calls against {against}: {report['flips']} flips of "
+                                  f"{report['comparable']} repeatable, {report['errors']} errors, latency delta p50 "
+                                  f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
+    if json_out:
+        Path(json_out).write_text(json.dumps(report, indent=2))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(gateway_app, name="gateway")
