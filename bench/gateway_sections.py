@@ -20,7 +20,7 @@ from posttrain.gateway.keys import key_toml, new_key
 
 HERE = Path(__file__).resolve().parent
 LOADS = (1, 50, 200)
-RATE = 250  # req/s offered at every load: the backend waits concurrency / RATE seconds
+RATE = 100  # req/s offered at every load (the published LiteLLM test ran at 100 QPS): the backend waits c / RATE s
 
 
 def load_cmd(url: str, c: int, n: int, body: dict, key: str | None = None, stream: bool = False) -> list[str]:
@@ -71,7 +71,7 @@ def bench_overhead(quick: bool, with_litellm: bool = True) -> dict:
     try:
         for c in LOADS:
             body = chat(f"delay_ms={1000 * c / RATE:.1f} hello, gateway")
-            n = int(RATE * (3 if quick else 8))
+            n = max(int(RATE * (4 if quick else 10)), 5 * c)
             for name, (base, k) in targets.items():
                 load(f"{base}/v1/chat/completions", c, min(2 * c, 400), body, k)  # warm connections
                 rows[(name, c)] = stats(load(f"{base}/v1/chat/completions", c, n, body, k))
