@@ -72,9 +72,11 @@ class Gateway:
             return self._reject(t0, path, key, e.status, str(e), e.code, e.param)
         except LimitExceeded as e:
             return self._reject(t0, path, key, 429, str(e), e.code, headers=retry_after_header(e.retry_after_s))
-        if body.get("stream"):
-            return await self._stream(call)
-        return await self._forward(call)
+        try:
+            return await (self._stream(call) if body.get("stream") else self._forward(call))
+        except BaseException:  # a bug or a client gone mid-call: free the reservation, then fail
+            self.limiter.settle(call.admission, 0, 0.0)
+            raise
 
     def _reject(self, t0, path, key, status, message, code, param=None, headers=None) -> Response:
         """Refused before any upstream call: still one audit row and one metric sample."""
