@@ -32,11 +32,18 @@ def main() -> None:
     p.add_argument("--skip-litellm", action="store_true")
     a = p.parse_args()
     out: dict = {"cpu": cpu(), "quick": a.quick}
-    out.update(bench_overhead(a.quick, with_litellm=not a.skip_litellm))
-    out.update(bench_kill(a.quick))
-    out.update(bench_limits(a.quick))
+    sections = [("overhead", lambda: bench_overhead(a.quick, with_litellm=not a.skip_litellm)),
+                ("backend_kill", lambda: bench_kill(a.quick)), ("limits", lambda: bench_limits(a.quick))]
     if not a.skip_engine:
-        out.update(bench_variants(a.quick))
+        sections.append(("variants", lambda: bench_variants(a.quick)))
+    for name, run in sections:
+        try:
+            out.update(run())
+        except Exception as e:  # noqa: BLE001 - one failed section must not lose the others' numbers
+            out[f"{name}_error"] = f"{type(e).__name__}: {e}"
+            print(f"[{name}] failed: {out[f'{name}_error']}", flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps(out, indent=2))
     out["cpu"]["loadavg_1m_at_end"] = cpu()["loadavg_1m"]
     print_table(out)
     if a.json:
