@@ -6,7 +6,7 @@ import pytest
 
 from posttrain.gateway.audit import AuditLog, verify
 from posttrain.gateway.config import GatewayConfig
-from posttrain.gateway.keys import KeyRing, new_key
+from posttrain.gateway.keys import KeyRing, key_toml, new_key
 from posttrain.gateway.limits import LimitExceeded, Limiter, SlidingWindow
 from posttrain.gateway.router import RouteError, Router
 
@@ -25,6 +25,14 @@ def test_keys_are_stored_hashed_and_checked():
     assert ring.check(f"Bearer {secret}x") is None
     assert ring.check(f"Bearer pt-deadbeef-{secret.split('-', 2)[2]}") is None
     assert ring.check(None) is None and ring.check("Basic abc") is None
+
+
+def test_key_blocks_are_valid_toml():
+    import tomllib
+
+    _, record = new_key("ops", variants=["fast"], tpm=10, budget_usd=1.5, admin=True)
+    parsed = tomllib.loads(key_toml(record))["keys"][0]
+    assert parsed == record.model_dump(exclude_none=True)
 
 
 def test_config_rejects_unknown_variants_and_exposure_without_keys():

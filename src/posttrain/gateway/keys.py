@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import hmac
 import secrets
 
@@ -27,12 +28,7 @@ def new_key(name: str, **limits) -> tuple[str, Key]:
 def key_toml(record: Key) -> str:
     lines = ["[[keys]]"]
     for field, value in record.model_dump(exclude_none=True).items():
-        if isinstance(value, str):
-            lines.append(f'{field} = "{value}"')
-        elif isinstance(value, list):
-            lines.append(f"{field} = [{', '.join(repr(v).replace(chr(39), chr(34)) for v in value)}]")
-        else:
-            lines.append(f"{field} = {value}")
+        lines.append(f"{field} = {json.dumps(value)}")  # JSON strings, lists, numbers, booleans are TOML too
     return "\n".join(lines) + "\n"
 
 
