@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
 import time
 
 import aiohttp
@@ -71,7 +73,10 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    print(json.dumps(asyncio.run(run(a.url, a.concurrency, a.requests, a.body.encode(), a.key, a.stream))))
+    result = asyncio.run(run(a.url, a.concurrency, a.requests, a.body.encode(), a.key, a.stream))
+    # uvloop leaves stdout non-blocking: a reader that waits would see the JSON cut at 64 KiB
+    os.set_blocking(sys.stdout.fileno(), True)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
