@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -82,3 +83,16 @@ def toml_config(port: int, audit: Path, variants: dict[str, list[int]], extra: s
         urls = ", ".join(f'"http://127.0.0.1:{p}/v1"' for p in ports)
         lines += [f"[variants.{name}]", f"backends = [{urls}]", f'weights_version = "{name}-v1"']
     return "\n".join(lines) + "\n" + extra
+
+
+@contextmanager
+def running(*procs: Proc):
+    """Start the processes in order; stop every one that started, whatever happens."""
+    started = []
+    try:
+        for p in procs:
+            started.append(p.start())
+        yield procs
+    finally:
+        for p in reversed(started):
+            p.stop()

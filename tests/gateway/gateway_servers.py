@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from gateway_procs import backend, free_port, gateway, toml_config  # noqa: E402
+from gateway_procs import Proc, backend, free_port, gateway, running, toml_config  # noqa: E402
 
-__all__ = ["backend", "free_port", "gateway", "toml_config"]
+__all__ = ["Proc", "backend", "free_port", "gateway", "running", "toml_config"]

@@ -5,7 +5,7 @@ import sqlite3
 
 import httpx
 import pytest
-from gateway_servers import backend, free_port, gateway, toml_config
+from gateway_servers import backend, free_port, gateway, running, toml_config
 
 from posttrain.gateway.audit import verify
 from posttrain.gateway.canary import decide
@@ -46,10 +46,9 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
     extra = '[canary]\ncandidate = "fast"\nbaseline = "standard"\nshare = 0.0\nmargin = 0.05\n'
     cfg = tmp_path / "g.toml"
     cfg.write_text(toml_config(g, tmp_path / "audit.sqlite", {"standard": [b], "fast": [b]}, extra=extra))
-    procs = [backend(b).start(), gateway(cfg, g).start()]
     url = f"http://127.0.0.1:{g}"
     body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    try:
+    with running(backend(b), gateway(cfg, g)) as procs:
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
@@ -64,9 +63,6 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
         procs[1].stop()
         procs[1].start()                                                       # the decision survives a restart
         assert variant("c1") == "fast"
-    finally:
-        for p in reversed(procs):
-            p.stop()
     rows = sqlite3.connect(tmp_path / "audit.sqlite").execute("SELECT detail FROM calls WHERE kind = 'canary'").fetchall()
     assert len(rows) == 1 and json.loads(rows[0][0])["decision"] == "promote"
     assert verify(str(tmp_path / "audit.sqlite")).ok

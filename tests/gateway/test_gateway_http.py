@@ -19,8 +19,8 @@ def stack(tmp_path_factory):
     """Backends: two for standard, one for fast, one always 500, one always 400; a keyed gateway."""
     tmp = tmp_path_factory.mktemp("gw")
     ports = {n: free_port() for n in ("s1", "s2", "fast", "e500", "e400", "gw")}
-    procs = [backend(ports["s1"]).start(), backend(ports["s2"]).start(), backend(ports["fast"]).start(),
-             backend(ports["e500"], "--fail-status", "500").start(), backend(ports["e400"], "--fail-status", "400").start()]
+    procs = [backend(ports["s1"]), backend(ports["s2"]), backend(ports["fast"]),
+             backend(ports["e500"], "--fail-status", "500"), backend(ports["e400"], "--fail-status", "400")]
     full, full_rec = new_key("full")
     small, small_rec = new_key("small", tpm=300, variants=["standard"])
     cfg = toml_config(ports["gw"], tmp / "audit.sqlite",
@@ -29,12 +29,15 @@ def stack(tmp_path_factory):
                       extra="".join(key_toml(r) for r in (full_rec, small_rec)), max_body_bytes=4096)
     cfg = cfg.replace('[variants.bad]\n', '[variants.bad]\nfallback = ["fast"]\n')
     (tmp / "gateway.toml").write_text(cfg)
-    gw = gateway(tmp / "gateway.toml", ports["gw"]).start()
-    yield {"url": f"http://127.0.0.1:{ports['gw']}", "full": full, "small": small, "procs": procs, "ports": ports,
-           "tmp": tmp, "gw": gw}
-    gw.stop()
-    for p in procs:
-        p.stop()
+    gw = gateway(tmp / "gateway.toml", ports["gw"])
+    try:  # stop whatever started, even when a later start fails
+        for p in procs + [gw]:
+            p.start()
+        yield {"url": f"http://127.0.0.1:{ports['gw']}", "full": full, "small": small, "procs": procs, "ports": ports,
+               "tmp": tmp, "gw": gw}
+    finally:
+        for p in [gw] + procs:
+            p.stop()
 
 
 def post(stack, body, key="full", path="/v1/chat/completions", **kw):

@@ -3,7 +3,7 @@
 import time
 
 import httpx
-from gateway_servers import backend, free_port, gateway, toml_config
+from gateway_servers import backend, free_port, gateway, running, toml_config
 
 from posttrain.gateway.replay import replay
 
@@ -12,9 +12,8 @@ def test_replay_counts_flips_only_where_outputs_can_repeat(tmp_path):
     b1, b2, g = free_port(), free_port(), free_port()
     db = tmp_path / "audit.sqlite"
     (tmp_path / "g.toml").write_text(toml_config(g, db, {"standard": [b1], "other": [b2]}))
-    procs = [backend(b1).start(), backend(b2).start(), gateway(tmp_path / "g.toml", g).start()]
     url = f"http://127.0.0.1:{g}/v1"
-    try:
+    with running(backend(b1), backend(b2), gateway(tmp_path / "g.toml", g)):
         for seed in (1, 2, 3):
             httpx.post(f"{url}/chat/completions", json={"model": "standard", "seed": seed, "max_tokens": 3,
                                                           "messages": [{"role": "user", "content": "hi"}]})
@@ -25,6 +24,3 @@ def test_replay_counts_flips_only_where_outputs_can_repeat(tmp_path):
         # the scripted backends answer with their own name, so every repeatable call flips on `other`
         other = replay(str(db), url, "other", limit=4).summary()
         assert other["flips"] == 3 and other["errors"] == 0 and len(other["flipped_ids"]) == 3
-    finally:
-        for p in reversed(procs):
-            p.stop()
