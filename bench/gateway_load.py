@@ -66,6 +66,7 @@ def main() -> None:
     p.add_argument("--body", required=True)
     p.add_argument("--key", default=None)
     p.add_argument("--stream", action="store_true")
+    p.add_argument("--out", default=None, help="Write the JSON here instead of stdout.")
     a = p.parse_args()
     try:
         import uvloop
@@ -76,7 +77,11 @@ def main() -> None:
     result = asyncio.run(run(a.url, a.concurrency, a.requests, a.body.encode(), a.key, a.stream))
     # uvloop leaves stdout non-blocking: a reader that waits would see the JSON cut at 64 KiB
     os.set_blocking(sys.stdout.fileno(), True)
-    print(json.dumps(result))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f)
+    else:
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

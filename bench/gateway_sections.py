@@ -98,13 +98,15 @@ def bench_kill(quick: bool) -> dict:
     procs = [backend(a).start(), victim.start(), gateway(tmp / "gw.toml", g).start()]
     n = 1500 if quick else 3000
     try:
-        gen = subprocess.Popen(load_cmd(f"http://127.0.0.1:{g}/v1/chat/completions", 50, n, chat("delay_ms=50 hi")),
-                               stdout=subprocess.PIPE, text=True)
+        result = tmp / "load.json"  # a file, not a pipe nobody reads while the load runs
+        gen = subprocess.Popen(load_cmd(f"http://127.0.0.1:{g}/v1/chat/completions", 50, n, chat("delay_ms=50 hi"))
+                               + ["--out", str(result)])
         time.sleep(1.0)
         victim.stop(signal.SIGKILL)
         time.sleep(2.0)
         victim.start()
-        r = json.loads(gen.communicate()[0])
+        gen.wait()
+        r = json.loads(result.read_text())
         url, deadline = f"http://127.0.0.1:{b}/v1", time.monotonic() + 10
         while not (h := httpx.get(f"http://127.0.0.1:{g}/health").json()["backends"][url])["healthy"]:
             if time.monotonic() > deadline:
