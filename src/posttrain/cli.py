@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "posttrain.commands.rl",
     "posttrain.commands.validate",
     "posttrain.commands.plan",
+    "posttrain.commands.gateway",
 ]
 
 

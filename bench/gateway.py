@@ -1,0 +1,55 @@
+"""Gateway benchmark: overhead beside LiteLLM's proxy, a backend killed under load, token limits
+under 200 concurrent streams with the audit chain checked, and the fast variants against the
+standard one. One run, side by side.
+
+    flock /tmp/posttrain-bench.lock python bench/gateway.py [--quick] [--json PATH] [--skip-engine]
+
+LiteLLM (the baseline) is installed for the benchmark only, in .venv-litellm, by
+bench/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
+the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop.
+SmolLM2-135M-Instruct (posttrain models import) is used for the variant section if present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cpuinfo import cpu  # noqa: E402
+from gateway_sections import bench_kill, bench_limits, bench_overhead, print_table  # noqa: E402
+from gateway_variants import bench_variants  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", default=None)
+    p.add_argument("--skip-engine", action="store_true", help="Leave out the posttrain serve variants.")
+    p.add_argument("--skip-litellm", action="store_true")
+    a = p.parse_args()
+    out: dict = {"cpu": cpu(), "quick": a.quick}
+    sections = [("overhead", lambda: bench_overhead(a.quick, with_litellm=not a.skip_litellm)),
+                ("backend_kill", lambda: bench_kill(a.quick)), ("limits", lambda: bench_limits(a.quick))]
+    if not a.skip_engine:
+        sections.append(("variants", lambda: bench_variants(a.quick)))
+    for name, run in sections:
+        try:
+            out.update(run())
+        except Exception as e:  # noqa: BLE001 - one failed section must not lose the others' numbers
+            out[f"{name}_error"] = f"{type(e).__name__}: {e}"
+            print(f"[{name}] failed: {out[f'{name}_error']}", flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps(out, indent=2))
+    out["cpu"]["loadavg_1m_at_end"] = cpu()["loadavg_1m"]
+    print_table(out)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=2))
+        print(f"wrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The canary gate: a candidate variant is promoted only if a paired, task-clustered eval shows it
+is no worse than the baseline by more than a stated margin, and, when it claims to be lossless
+(speculative decoding), only if its greedy outputs equal the baseline's on a probe set.
+
+Non-inferiority: with d_t = mean_candidate(t) - mean_baseline(t) over the tasks both ran, the
+candidate passes when the lower end of the 95% paired-t interval of mean(d) is above -margin
+(a one-sided test at 2.5%). A wide interval (few tasks) therefore rolls back: "not shown
+non-inferior" is not "shown worse", and the decision says which it was.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+
+from posttrain.evals import stats
+
+Scores = dict[str, list[float]]
+
+
+@dataclass
+class CanaryDecision:
+    candidate: str
+    baseline: str
+    margin: float
+    n_tasks: int
+    mean_candidate: float
+    mean_baseline: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    lossless: bool
+    probes_identical: int | None
+    probes_total: int | None
+    decision: str  # promote | rollback
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decide(candidate: str, baseline: str, cand_scores: Scores, base_scores: Scores, margin: float,
+           lossless: bool = False, probes: tuple[int, int] | None = None) -> CanaryDecision:
+    d = stats.paired_compare(cand_scores, base_scores)
+    if lossless and probes is None:
+        raise ValueError(f"`{candidate}` is marked lossless: its greedy probe results are needed")
+    if lossless and probes[0] != probes[1]:
+        decision, reason = "rollback", f"lossless variant, but greedy outputs differ on {probes[1] - probes[0]} of {probes[1]} probes"
+    elif d.ci_low > -margin:
+        decision, reason = "promote", f"non-inferior: 95% CI of the difference [{d.ci_low:+.4f}, {d.ci_high:+.4f}] lies above -{margin}"
+    elif d.ci_high < -margin:
+        decision, reason = "rollback", f"inferior: the whole 95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}] lies below -{margin}"
+    else:
+        decision, reason = "rollback", (f"not shown non-inferior: the 95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}] reaches "
+                                        f"below -{margin} ({d.n_tasks} tasks; more tasks narrow it)")
+    return CanaryDecision(candidate, baseline, margin, d.n_tasks, d.mean_a, d.mean_b, d.diff, d.ci_low, d.ci_high,
+                          d.p_value, lossless, probes[0] if probes else None, probes[1] if probes else None,
+                          decision, reason)
+
+
+def job_scores(job: str | Path) -> Scores:
+    """Per-task scores of a `posttrain eval` job, under the job's own denominator policy."""
+    from posttrain.evals.jobdir import open_existing
+    from posttrain.evals.summary import task_scores
+
+    j = open_existing(job)
+    return task_scores(j.records(), j.conditions().denominator)
+
+
+def greedy_tokens(base_url: str, model: str, prompt: str, max_tokens: int, client: httpx.Client) -> list:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "seed": 0}
+    r = client.post(f"{base_url.rstrip('/')}/completions", json=body)
+    r.raise_for_status()
+    choice = r.json()["choices"][0]
+    return choice.get("token_ids") or [choice.get("text")]
+
+
+def probe_identity(url_a: str, model_a: str, url_b: str, model_b: str, prompts: list[str],
+                   max_tokens: int = 32, api_key: str | None = None) -> tuple[int, int]:
+    """(prompts whose greedy outputs are identical, prompts) between two endpoints."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(timeout=300, headers=headers) as client:
+        same = sum(greedy_tokens(url_a, model_a, p, max_tokens, client) == greedy_tokens(url_b, model_b, p, max_tokens, client)
+                   for p in prompts)
+    return same, len(prompts)
+
+
+def audit_fields(decision: CanaryDecision) -> dict:
+    """The audit row of a decision (kind `canary`), as the gateway appends it."""
+    return {"kind": "canary", "variant": decision.candidate, "route": f"canary {decision.baseline} -> {decision.candidate}",
+            "status": 0, "detail": json.dumps(decision.to_dict())}

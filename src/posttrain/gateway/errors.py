@@ -1,0 +1,21 @@
+"""OpenAI-shaped error responses: {"error": {"message", "type", "param", "code"}}."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import Response
+
+TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "invalid_request_error",
+         404: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+
+
+def error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> bytes:
+    kind = TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": code}}).encode()
+
+
+def error_response(status: int, message: str, code: str | None = None, param: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    return Response(error_body(status, message, code, param), status_code=status,
+                    media_type="application/json", headers=headers)

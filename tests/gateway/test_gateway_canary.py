@@ -1,0 +1,68 @@
+"""The canary gate: the non-inferiority decision, and a running gateway applying and auditing it."""
+
+import json
+import sqlite3
+
+import httpx
+import pytest
+from gateway_servers import backend, free_port, gateway, running, toml_config
+
+from posttrain.gateway.audit import verify
+from posttrain.gateway.canary import decide
+
+
+def suite(means: list[float], k: int = 4) -> dict[str, list[float]]:
+    """Per-task binary scores with the given pass counts out of k."""
+    return {f"t{i}": [1.0] * round(m * k) + [0.0] * (k - round(m * k)) for i, m in enumerate(means)}
+
+
+def test_equal_variants_are_promoted_worse_ones_rolled_back():
+    base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 6)
+    same = decide("fast", "standard", base, base, margin=0.05)
+    assert same.decision == "promote" and same.diff == 0 and same.n_tasks == 36
+    worse = suite([0.0, 0.25, 0.5, 0.75, 0.0, 0.25] * 6)  # every task 0.25 worse, or 0 when already 0
+    d = decide("int8", "standard", worse, base, margin=0.05)
+    assert d.decision == "rollback" and d.reason.startswith("inferior") and d.ci_high < -0.05
+
+
+def test_too_few_tasks_is_not_shown_noninferior():
+    base = suite([0.5, 0.75, 0.25])
+    noisy = suite([0.75, 0.5, 0.0])
+    d = decide("fast", "standard", noisy, base, margin=0.05)
+    assert d.decision == "rollback" and "not shown non-inferior" in d.reason
+
+
+def test_lossless_variant_needs_identical_greedy_probes():
+    base = suite([0.5] * 10)
+    assert decide("spec", "standard", base, base, 0.05, lossless=True, probes=(6, 6)).decision == "promote"
+    d = decide("spec", "standard", base, base, 0.05, lossless=True, probes=(5, 6))
+    assert d.decision == "rollback" and "differ on 1 of 6" in d.reason
+    with pytest.raises(ValueError):
+        decide("spec", "standard", base, base, 0.05, lossless=True)
+
+
+def test_gateway_applies_and_audits_a_decision(tmp_path):
+    b, g = free_port(), free_port()
+    extra = '[canary]\ncandidate = "fast"\nbaseline = "standard"\nshare = 0.0\nmargin = 0.05\n'
+    cfg = tmp_path / "g.toml"
+    cfg.write_text(toml_config(g, tmp_path / "audit.sqlite", {"standard": [b], "fast": [b]}, extra=extra))
+    url = f"http://127.0.0.1:{g}"
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    with running(backend(b), gateway(cfg, g)) as procs:
+        variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
+                                        headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
+        assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
+        base = suite([0.5, 0.25, 1.0] * 10)
+        decision = decide("fast", "standard", base, base, 0.05).to_dict()
+        r = httpx.post(url + "/v1/gateway/canary", json=decision)
+        assert r.status_code == 200 and r.json()["canary_share"] == 1.0
+        assert {variant(f"b{i}") for i in range(10)} == {"fast"}              # promoted: new sessions go to fast
+        assert variant("a1") == "standard"                                     # pinned sessions stay
+        bad = httpx.post(url + "/v1/gateway/canary", json={**decision, "decision": "maybe"})
+        assert bad.status_code == 400 and "error" in bad.json()
+        procs[1].stop()
+        procs[1].start()                                                       # the decision survives a restart
+        assert variant("c1") == "fast"
+    rows = sqlite3.connect(tmp_path / "audit.sqlite").execute("SELECT detail FROM calls WHERE kind = 'canary'").fetchall()
+    assert len(rows) == 1 and json.loads(rows[0][0])["decision"] == "promote"
+    assert verify(str(tmp_path / "audit.sqlite")).ok

@@ -1,0 +1,26 @@
+"""Replay: logged calls re-sent to a variant; flips counted on repeatable (seeded/greedy) calls."""
+
+import time
+
+import httpx
+from gateway_servers import backend, free_port, gateway, running, toml_config
+
+from posttrain.gateway.replay import replay
+
+
+def test_replay_counts_flips_only_where_outputs_can_repeat(tmp_path):
+    b1, b2, g = free_port(), free_port(), free_port()
+    db = tmp_path / "audit.sqlite"
+    (tmp_path / "g.toml").write_text(toml_config(g, db, {"standard": [b1], "other": [b2]}))
+    url = f"http://127.0.0.1:{g}/v1"
+    with running(backend(b1), backend(b2), gateway(tmp_path / "g.toml", g)):
+        for seed in (1, 2, 3):
+            httpx.post(f"{url}/chat/completions", json={"model": "standard", "seed": seed, "max_tokens": 3,
+                                                          "messages": [{"role": "user", "content": "hi"}]})
+        httpx.post(f"{url}/completions", json={"model": "standard", "prompt": "x", "max_tokens": 3})  # unseeded
+        time.sleep(0.3)  # the audit writer flushes every 20 ms
+        same = replay(str(db), url, "standard").summary()
+        assert same["replayed"] == 4 and same["comparable"] == 3 and same["flips"] == 0
+        # the scripted backends answer with their own name, so every repeatable call flips on `other`
+        other = replay(str(db), url, "other", limit=4).summary()
+        assert other["flips"] == 3 and other["errors"] == 0 and len(other["flipped_ids"]) == 3
