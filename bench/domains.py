@@ -15,10 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -28,17 +26,11 @@ from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.domains import probes_for
 from posttrain.validate.runs import attempt
+from posttrain.machine import cpu_info  # noqa: E402
 
 SIZES = [("terminal-basics", []), ("finance", ["tokens=4000"]), ("finance", ["tokens=32000"]),
          ("finance", ["tokens=128000"]), ("longctx", ["tokens=4000"]), ("longctx", ["tokens=32000"]),
          ("longctx", ["tokens=128000"]), ("cad", [])]
-
-
-def cpu() -> dict:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return {"model_name": info.get("Model name", "").strip(), "flags": info.get("Flags", "").strip(),
-            "cpus": os.cpu_count(), "kernel": platform.release()}
 
 
 def _mb(path: Path) -> float:
@@ -96,7 +88,7 @@ def main() -> None:
     try:
         out = {"generation": generation(tmp, 8 if args.quick else 24),
                "grading": grading(tmp, 3 if args.quick else 8),
-               "cpu": cpu(), "loadavg_1m_at_end": os.getloadavg()[0], "quick": args.quick}
+               "cpu": cpu_info(), "loadavg_1m_at_end": os.getloadavg()[0], "quick": args.quick}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for r in out["generation"]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_info import cpu_info  # noqa: E402
+from posttrain.machine import cpu_info  # noqa: E402
 
 from posttrain.engine.base import SamplingParams  # noqa: E402
 from posttrain.engine.gguf_import import ensure_model  # noqa: E402

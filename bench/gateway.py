@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cpuinfo import cpu  # noqa: E402
+from posttrain.machine import cpu_info  # noqa: E402
 from gateway_sections import bench_kill, bench_limits, bench_overhead, print_table  # noqa: E402
 from gateway_variants import bench_variants  # noqa: E402
 
@@ -31,7 +31,7 @@ def main() -> None:
     p.add_argument("--skip-engine", action="store_true", help="Leave out the posttrain serve variants.")
     p.add_argument("--skip-litellm", action="store_true")
     a = p.parse_args()
-    out: dict = {"cpu": cpu(), "quick": a.quick}
+    out: dict = {"cpu": cpu_info(), "quick": a.quick}
     sections = [("overhead", lambda: bench_overhead(a.quick, with_litellm=not a.skip_litellm)),
                 ("backend_kill", lambda: bench_kill(a.quick)), ("limits", lambda: bench_limits(a.quick))]
     if not a.skip_engine:
@@ -44,7 +44,7 @@ def main() -> None:
             print(f"[{name}] failed: {out[f'{name}_error']}", flush=True)
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=2))
-    out["cpu"]["loadavg_1m_at_end"] = cpu()["loadavg_1m"]
+    out["cpu"]["loadavg_1m_at_end"] = cpu_info()["loadavg_1m"]
     print_table(out)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
+from posttrain.machine import cpu_info  # noqa: E402
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -29,14 +28,6 @@ SIZES = {
     "quick": dict(n_tasks=16, steps=6, groups=2, group=2, max_turns=2, sft=40, actors=4),
     "full": dict(n_tasks=32, steps=12, groups=4, group=2, max_turns=2, sft=80, actors=4),
 }
-
-
-def cpu() -> dict:
-    """lscpu's model name and flags, and the cores and load this ran on."""
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return {"model_name": fields.get("Model name", "?").strip(), "flags": fields.get("Flags", "").strip(),
-            "cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0]}
 
 
 def main() -> None:
@@ -68,7 +59,7 @@ def main() -> None:
                                              "generated_per_s", "trainer_idle_frac", "staleness_mean")}
                        for k, v in runs.items()},
               "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "max_staleness": 2, "overprovision": 2},
-              "cpu": cpu()}
+              "cpu": cpu_info()}
     print(f"{'run':<8} {'traj':>5} {'wall s':>7} {'traj/s':>7} {'episodes/s':>10}")
     for k, v in result["runs"].items():
         print(f"{k:<8} {v['trajectories']:>5} {v['rl_wall_s']:>7.1f} {v['trajectories_per_s']:>7.3f} "

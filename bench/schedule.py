@@ -21,7 +21,6 @@ import argparse
 import json
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,17 +33,11 @@ from schedule_workload import measured_run  # noqa: E402
 
 from posttrain.rollout.config import RolloutConfig  # noqa: E402
 from posttrain.schedule.simulate import Costs, SimConfig, simulate  # noqa: E402
+from posttrain.machine import cpu_info  # noqa: E402
 
 SIZES = {"quick": dict(share_steps=200, cur_steps=60, cur_seeds=3, picks=5000, tail_steps=25),
          "full": dict(share_steps=600, cur_steps=60, cur_seeds=5, picks=20000, tail_steps=50)}
 TAIL = dict(groups_per_step=8, group_size=8, median_s=0.1, sigma=1.0)
-
-
-def cpu_info() -> dict:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return {"model": fields.get("Model name", "").strip(), "flags": fields.get("Flags", "").strip(),
-            "cores": torch.get_num_threads()}
 
 
 def shares_section(size: dict) -> dict:

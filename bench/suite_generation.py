@@ -14,23 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from posttrain.tasks import suites
 from posttrain.tasks.suites import code_host, pypi
-
-
-def cpu_info() -> dict:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return {"cpu_model": fields.get("Model name", "").strip(),
-            "cpu_flags": fields.get("Flags", "").strip(), "cpus": os.cpu_count()}
+from posttrain.machine import cpu_info  # noqa: E402
 
 
 def dir_bytes(root: Path) -> int:
@@ -80,7 +72,7 @@ def main() -> None:
         print(f"{r['suite']:<16}{r['tasks']:>6}{r['seconds']:>9}{r['tasks_per_minute']:>11}"
               f"{r['mb_per_task']:>9}")
     result = {"suites": rows, "code_prepare": prep, "quick": args.quick,
-              "python": platform.python_version(), **cpu_info()}
+              "python": platform.python_version(), "cpu": cpu_info()}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     if not args.keep:
