@@ -42,9 +42,12 @@ SOUND = {
         docker="COPY calc.py /app/\n",
         files={"calc.py": "def add(a, b):\n    return a - b\n"},
         solution="sed -i 's/a - b/a + b/' /app/calc.py\n",
-        tests="import importlib.util\n\n\ndef test_add():\n    spec = importlib.util.spec_from_file_location('calc', '/app/calc.py')\n"
-              "    m = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(m)\n"
-              "    assert m.add(2, 3) == 5 and m.add(-1, 1) == 0\n"),
+        # The agent's code runs in a child process, never inside the verifier's pytest: code
+        # imported in-process could patch pytest's reports (validate's fake_passed probe).
+        tests="import subprocess\n\n\ndef test_add():\n"
+              "    code = 'import runpy; m = runpy.run_path(\"/app/calc.py\"); print(m[\"add\"](2, 3), m[\"add\"](-1, 1))'\n"
+              "    out = subprocess.run(['python3', '-I', '-c', code], capture_output=True, text=True).stdout\n"
+              "    assert out.split() == ['5', '0']\n"),
     "sqlite-count": dict(
         instruction="How many orders in the SQLite database /app/shop.db cost more than 100? Write the count to /app/answer.txt.",
         docker="RUN python3 -c \"import sqlite3; c = sqlite3.connect('/app/shop.db'); "
