@@ -3,6 +3,7 @@ missing bases), the container's isolation flags, mounts and users. Bad input giv
 clear line and leaves nothing running. Engine tests are slow-marked (`docker_engine`)."""
 
 import os
+import re
 import subprocess
 import uuid
 
@@ -71,12 +72,16 @@ def test_isolation_flags_and_mounts(tmp_path, docker_engine):
 
 
 @pytest.mark.slow
-def test_failing_build_names_the_step_and_keeps_the_log(tmp_path, docker_engine):
+@pytest.mark.parametrize("pass_proxy", ["0", "1"])
+def test_failing_build_names_the_step_and_keeps_the_log(tmp_path, docker_engine, monkeypatch,
+                                                        pass_proxy):
+    """The step named is the user's RUN line, whether or not the CA bundle's steps were added."""
+    monkeypatch.setenv("POSTTRAIN_DOCKER_PASS_PROXY", pass_proxy)
     env = _env(tmp_path, f"FROM {BASE}\nRUN echo about to fail && exit 3\n")
     with pytest.raises(SandboxError) as e, open_sandbox("docker", SandboxSpec()) as sb:
         prepare_environment(env, sb)
     msg = str(e.value)
-    assert "\n" not in msg and "/3 : RUN echo about to fail" in msg
+    assert "\n" not in msg and re.search(r"Step \d+/\d+ : RUN echo about to fail", msg)
     assert "returned a non-zero code: 3" in msg and "build log:" in msg
     assert "about to fail" in e.value.log_tail
     assert _leftovers() == []
