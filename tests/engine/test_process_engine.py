@@ -2,7 +2,6 @@
 through shared memory with versions, errors reported, nothing left behind."""
 
 import copy
-import glob
 import os
 import signal
 
@@ -57,9 +56,10 @@ def test_a_bad_request_is_an_error_and_the_engine_keeps_serving(engine):
 
 
 def test_a_dead_child_is_a_clear_error_and_close_leaves_nothing(model, tokenizer):
-    shm_before = set(glob.glob("/dev/shm/posttrain-weights-*"))
     e = ProcessEngine(model, tokenizer)
-    assert set(glob.glob("/dev/shm/posttrain-weights-*")) == shm_before  # unlinked once mapped
+    mapped = os.readlink(f"/proc/self/fd/{e._shared._fd}")      # this engine's file, not others'
+    assert os.path.basename(mapped).startswith("posttrain-weights-")
+    assert mapped.endswith(" (deleted)")                          # unlinked once mapped
     os.kill(e._proc.pid, signal.SIGKILL)
     e._proc.wait()
     with pytest.raises(EngineProcessError, match="died"):
