@@ -236,7 +236,9 @@ class PagedEngine(Engine):
             touched.append(seq)
         if plain:
             greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
-            ids, lps = sample_rows(logp[[r for _, r in plain]], greedy, [s.generator for s, _ in plain])
+            at_rows = [r for _, r in plain]
+            picked = logp if at_rows == list(range(len(logp))) else logp[at_rows]  # no [B, V] copy
+            ids, lps = sample_rows(picked, greedy, [s.generator for s, _ in plain])
             for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
                 self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
         for child, _ in plain:
