@@ -19,7 +19,9 @@ from posttrain.engine.batching import append_tokens, pack
 from posttrain.engine.block_manager import BlockManager
 from posttrain.engine.config import EngineConfig
 from posttrain.engine.draft import draft_budget, propose_with_draft
+from posttrain.engine.dtypes import cast_copy, choose_dtype
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
+from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
 from posttrain.engine.sampling import make_generators, process_logits, row_params, sample_rows
 from posttrain.engine.scheduler import Scheduler
@@ -57,10 +59,13 @@ class PagedEngine(Engine):
     def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
         self.config = config or EngineConfig()
         self.device = torch.device(device)
-        self.model = model.to(self.device)  # shared with a trainer: its train/eval mode is left alone
+        self.dtype = choose_dtype(self.config.dtype, self.device)
+        # shared with a trainer (its train/eval mode is left alone), or a copy in another dtype
+        self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        self.runner = ModelRunner(self.model)
+        self.packed = self.config.batch_invariant and can_pack(self.dtype.torch_dtype, self.device)
+        self.runner = ModelRunner(self.model, self.packed)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -74,12 +79,12 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(draft_model.to(self.device))
+            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
         r, c = self.runner, self.config
-        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, c.kv_dtype)
+        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, self._kv_store_dtype(r))
         want = c.max_num_seqs * self.max_model_len
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
@@ -87,8 +92,14 @@ class PagedEngine(Engine):
     def _new_kv(self, runner: ModelRunner) -> KVCache:
         return KVCache(
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
-            runner.head_dim, self.config.kv_dtype, runner.dtype, self.device,
+            runner.head_dim, self._kv_store_dtype(runner), runner.dtype, self.device,
         )
+
+    def _kv_store_dtype(self, runner: ModelRunner) -> str:
+        """float32 KV means 'full precision': the compute dtype itself when that is bf16."""
+        if self.config.kv_dtype == "float32" and runner.dtype == torch.bfloat16:
+            return "bfloat16"
+        return self.config.kv_dtype
 
     # ---- the Engine interface ------------------------------------------------------------
 
