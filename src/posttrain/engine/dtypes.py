@@ -51,7 +51,8 @@ def cast_copy(model, dtype: torch.dtype):
 
     if next(model.parameters()).dtype == dtype:
         return model
-    clone = copy.deepcopy(model)
-    for p in clone.parameters():
-        p.data = p.data.to(dtype)
+    with torch.inference_mode(False):  # ordinary tensors: they take in-place weight updates
+        clone = copy.deepcopy(model)
+        for p in clone.parameters():
+            p.data = p.data.to(dtype)
     return clone

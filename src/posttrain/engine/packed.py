@@ -33,9 +33,15 @@ class PackedLinear:
         self.key = None
         self.packed = None
 
+    def _key(self) -> tuple:
+        w = self.weight  # an inference tensor has no version counter: update_weights invalidates
+        return (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
+
+    def invalidate(self) -> None:
+        self.key = None
+
     def _stale(self) -> bool:
-        w = self.weight
-        return self.key != (w.data_ptr(), w._version, w.dtype)
+        return self.key != self._key()
 
     def _pack(self) -> None:
         w = self.weight.detach()
@@ -43,7 +49,7 @@ class PackedLinear:
             self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
-        self.key = (self.weight.data_ptr(), self.weight._version, self.weight.dtype)
+        self.key = self._key()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self._stale():
@@ -62,6 +68,9 @@ class PlainLinear:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
+
+    def invalidate(self) -> None:
+        pass
 
 
 def linears_of(model, packed: bool) -> list[dict]:

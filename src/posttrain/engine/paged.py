@@ -110,6 +110,7 @@ class PagedEngine(Engine):
             for name, value in state_dict.items():
                 if name in params:
                     params[name].copy_(value)
+            self.runner.weights_changed()
             self.blocks.flush()
             self.policy_version = version
 

@@ -57,6 +57,12 @@ class ModelRunner:
         self.linears = linears_of(model, packed)  # share the model's weights (packed: a copy that follows them)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
 
+    def weights_changed(self) -> None:
+        """Repack before the next forward (in-place updates are also caught by version)."""
+        for layer in self.linears:
+            for lin in layer.values():
+                lin.invalidate()
+
     def forward(self, batch: Batch, kv: KVCache) -> torch.Tensor:
         """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
         inner = self.model.model
