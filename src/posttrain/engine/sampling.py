@@ -19,6 +19,13 @@ def process_logits(
 
     logits: [B, V] float32; temperature, top_p: [B] float; top_k: [B] long (0 = off).
     """
+    return torch.log_softmax(scale_logits(logits, temperature, top_p, top_k), dim=-1)
+
+
+def scale_logits(
+    logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+) -> torch.Tensor:
+    """logits / T with the tokens outside top-k and the top-p nucleus at -inf; [B, V]."""
     greedy = temperature <= 0
     t = torch.where(greedy, torch.ones_like(temperature), temperature)
     scaled = logits.float() / t.unsqueeze(-1)  # a new [B, V] tensor: the caller's logits stay
@@ -26,7 +33,15 @@ def process_logits(
         scaled = _mask_top_k(scaled, torch.where(greedy, torch.zeros_like(top_k), top_k))
     if bool(((top_p < 1) & ~greedy).any()):
         scaled = _mask_top_p(scaled, torch.where(greedy, torch.ones_like(top_p), top_p))
-    return torch.log_softmax(scaled, dim=-1)
+    return scaled
+
+
+def token_logprobs_as_trainer(scaled: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """log p(ids) as the trainer computes it: scaled[id] - logsumexp(scaled), [B].
+
+    Equal in exact math to log_softmax(scaled)[id]; in float32 the two round differently by up
+    to an ulp of the logsumexp (~1e-5 when it is ~100), so the engine reports this form."""
+    return scaled.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
 
 
 def _mask_top_k(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
