@@ -80,7 +80,7 @@ def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1) 
     ids = torch.tensor(batch)
     ours, theirs = [], []
     for r in range(repeat):
-        engine = LocalEngine(model)
+        engine = LocalEngine(model, config=EngineConfig(batch_invariant=True))  # as `posttrain serve` runs
         t0 = time.perf_counter()
         out = engine.generate(batch, SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=r))
         ours.append(time.perf_counter() - t0)

@@ -45,7 +45,7 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int) -> di
     """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound."""
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
-    engine = LocalEngine(model, config=EngineConfig(dtype=dtype))
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
     engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
@@ -62,7 +62,7 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int) -> di
 def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
     """Max and mean |engine logprob - fp32 trainer logprob| for one dtype (T = 0.7)."""
     prompts = random_prompts(2, 64, model.config.vocab_size, 5) + random_prompts(2, 17, model.config.vocab_size, 6)
-    engine = LocalEngine(model, config=EngineConfig(dtype=dtype))
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
     got = engine.generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
     deltas = []
     for p, c in zip(prompts, got):

@@ -63,7 +63,8 @@ def test_packed_fp32_rows_do_not_depend_on_the_row_count(model):
 
 
 def test_packed_weights_follow_in_place_updates(model):
-    engine = LocalEngine(model)
+    engine = LocalEngine(model, config=EngineConfig(batch_invariant=True))
+    assert engine.packed
     params = SamplingParams(temperature=0, max_tokens=4)
     before = engine.generate([[1, 3, 40]], params)[0].logprobs
     head = model.lm_head.weight
@@ -78,3 +79,17 @@ def test_packed_weights_follow_in_place_updates(model):
     finally:
         with torch.no_grad():
             head.copy_(saved)
+
+
+def test_batch_invariant_engine_agrees_with_the_trainer_alone_and_in_a_batch(model):
+    from posttrain.train.logprobs import token_logprobs
+
+    params = SamplingParams(temperature=0.8, max_tokens=10, seed=2)
+    prompts = [[1, 3, 40 + i, 41, 42][: 2 + i] for i in range(6)]
+    for batch in (prompts[:1], prompts):
+        out = LocalEngine(model, config=EngineConfig(batch_invariant=True)).generate(batch, params)
+        for p, c in zip(batch, out):
+            ids = torch.tensor([p + c.token_ids])
+            with torch.no_grad():
+                want = token_logprobs(model, ids, torch.ones_like(ids), 0.8)[0, len(p):]
+            assert (want - torch.tensor(c.logprobs)).abs().max().item() <= 1e-6

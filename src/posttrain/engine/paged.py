@@ -65,7 +65,9 @@ class PagedEngine(Engine):
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        self.packed = self.config.batch_invariant and can_pack(self.dtype.torch_dtype, self.device)
+        # packed linears: batch-invariant fp32 rows; bf16 always (its unpacked kernels reorder per call)
+        wants_pack = self.config.batch_invariant or self.dtype.name == "bfloat16"
+        self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
         self.runner = ModelRunner(self.model, self.packed)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
@@ -252,8 +254,9 @@ class PagedEngine(Engine):
             greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
             at_rows = [r for _, r in plain]
             picked = logp if at_rows == list(range(len(logp))) else logp[at_rows]  # no [B, V] copy
-            ids, _ = sample_rows(picked, greedy, [s.generator for s, _ in plain])
-            lps = token_logprobs_as_trainer(scaled if picked is logp else scaled[at_rows], ids)
+            ids, lps = sample_rows(picked, greedy, [s.generator for s, _ in plain])
+            if self.config.batch_invariant:  # the trainer's rounding of the same logprob
+                lps = token_logprobs_as_trainer(scaled if picked is logp else scaled[at_rows], ids)
             for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
                 self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
         for child, _ in plain:
