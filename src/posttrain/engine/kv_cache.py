@@ -36,6 +36,11 @@ def kv_bytes_per_token(num_layers: int, num_kv_heads: int, head_dim: int, kv_dty
     return 2 * num_layers * num_kv_heads * per_head
 
 
+def kv_store_dtype(kv_dtype: str, compute_dtype: torch.dtype) -> str:
+    """float32 KV means full precision: the compute dtype itself when that is bf16."""
+    return "bfloat16" if kv_dtype == "float32" and compute_dtype == torch.bfloat16 else kv_dtype
+
+
 def _take_blocks(blocks: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
     """blocks[tables] through index_select (one contiguous copy per block; 1.5-3.5x faster on
     CPU than advanced indexing): [NBLK, bs, ...] x [B, NB] -> [B, NB, bs, ...]."""

@@ -20,7 +20,7 @@ from posttrain.engine.block_manager import BlockManager
 from posttrain.engine.config import EngineConfig
 from posttrain.engine.draft import draft_budget, propose_with_draft
 from posttrain.engine.dtypes import cast_copy, choose_dtype
-from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
+from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
 from posttrain.engine.sampling import (make_generators, row_params, sample_rows, scale_logits,
@@ -87,7 +87,7 @@ class PagedEngine(Engine):
 
     def _default_num_blocks(self) -> int:
         r, c = self.runner, self.config
-        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, self._kv_store_dtype(r))
+        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, kv_store_dtype(c.kv_dtype, r.dtype))
         want = c.max_num_seqs * self.max_model_len
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
@@ -95,14 +95,9 @@ class PagedEngine(Engine):
     def _new_kv(self, runner: ModelRunner) -> KVCache:
         return KVCache(
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
-            runner.head_dim, self._kv_store_dtype(runner), runner.dtype, self.device,
+            runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,
         )
 
-    def _kv_store_dtype(self, runner: ModelRunner) -> str:
-        """float32 KV means 'full precision': the compute dtype itself when that is bf16."""
-        if self.config.kv_dtype == "float32" and runner.dtype == torch.bfloat16:
-            return "bfloat16"
-        return self.config.kv_dtype
 
     # ---- the Engine interface ------------------------------------------------------------
 
