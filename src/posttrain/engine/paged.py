@@ -23,8 +23,7 @@ from posttrain.engine.dtypes import cast_copy, choose_dtype
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
-from posttrain.engine.sampling import (make_generators, row_params, sample_rows, scale_logits,
-                                       token_logprobs_as_trainer)
+from posttrain.engine.sampling import make_generators, row_params, sample_rows, scale_logits, trainer_log_softmax
 from posttrain.engine.scheduler import Scheduler
 from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
@@ -225,7 +224,7 @@ class PagedEngine(Engine):
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
         scaled = scale_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
-        logp = torch.log_softmax(scaled, dim=-1)
+        logp = trainer_log_softmax(scaled) if self.config.batch_invariant else torch.log_softmax(scaled, dim=-1)
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)
@@ -250,8 +249,6 @@ class PagedEngine(Engine):
             at_rows = [r for _, r in plain]
             picked = logp if at_rows == list(range(len(logp))) else logp[at_rows]  # no [B, V] copy
             ids, lps = sample_rows(picked, greedy, [s.generator for s, _ in plain])
-            if self.config.batch_invariant:  # the trainer's rounding of the same logprob
-                lps = token_logprobs_as_trainer(scaled if picked is logp else scaled[at_rows], ids)
             for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
                 self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
         for child, _ in plain:

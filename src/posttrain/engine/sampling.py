@@ -36,12 +36,13 @@ def scale_logits(
     return scaled
 
 
-def token_logprobs_as_trainer(scaled: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """log p(ids) as the trainer computes it: scaled[id] - logsumexp(scaled), [B].
+def trainer_log_softmax(scaled: torch.Tensor) -> torch.Tensor:
+    """scaled - logsumexp(scaled), the trainer's form (train/logprobs.py), [B, V].
 
-    Equal in exact math to log_softmax(scaled)[id]; in float32 the two round differently by up
-    to an ulp of the logsumexp (~1e-5 when it is ~100), so the engine reports this form."""
-    return scaled.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+    Equal in exact math to log_softmax(scaled); in float32 the two round differently by up to
+    an ulp of the logsumexp (~1e-5 when it is ~100), so batch-invariant engines use this one,
+    and a sampled token's logprob has the trainer's bits for the same logits."""
+    return scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
 
 
 def _mask_top_k(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
