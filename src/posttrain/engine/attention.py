@@ -47,7 +47,9 @@ def _multi_plan(seqs, starts, q_lens, ctx_lens, tables, bs, null_block, device) 
     qpos = (ctx - torch.tensor([q_lens[s] for s in seqs])).unsqueeze(-1) + torch.arange(qmax)
     keys = torch.arange(nb * bs).view(1, 1, -1)
     mask = (keys <= qpos.unsqueeze(-1)) & (keys < ctx.view(-1, 1, 1))  # [G, Qmax, L]
-    return dict(tables=tab.to(device), tok=tok.to(device), valid=valid.to(device), mask=mask.unsqueeze(1).to(device))
+    kvalid = keys.view(1, -1) < ctx.view(-1, 1)  # [G, L]
+    return dict(tables=tab.to(device), tok=tok.to(device), valid=valid.to(device), mask=mask.unsqueeze(1).to(device),
+                kvalid=kvalid.to(device))
 
 
 def _shared_prefixes(seqs, ctx_lens, tables, bs) -> tuple[dict[int, int], list[tuple[list[int], list[int]]]]:
@@ -107,8 +109,15 @@ def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -
     return out
 
 
+def _zero_unwritten(k, v, valid):
+    """Slots past a sequence's context may hold anything (the cache is not zeroed): a NaN
+    there would survive masking through 0 * NaN, so they are zeroed; valid: [B, L]."""
+    drop = ~valid.view(*valid.shape, 1, 1)
+    return k.masked_fill(drop, 0), v.masked_fill(drop, 0)
+
+
 def _attend_multi(q, out, kv, layer, g, scale) -> None:
-    k, v = kv.read(layer, g["tables"])  # [G, L, KVH, D]
+    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["kvalid"])  # [G, L, KVH, D]
     k, v = k.transpose(1, 2), v.transpose(1, 2)  # [G, KVH, L, D]
     qg = q[g["tok"]].transpose(1, 2)  # [G, H, Qmax, D]
     qmax, lmax = qg.shape[2], k.shape[2]
@@ -138,7 +147,7 @@ def _softmax_attend(q, k, v, mask, scale) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _attend_decode(q, out, kv, layer, g, scale) -> None:
     qd = q[g["tok"]]  # [B, H, D]
-    k, v = kv.read(layer, g["tables"])
+    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["mask"])
     o, lse = _softmax_attend(qd, k, v, g["mask"], scale)  # each sequence's own blocks
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
         kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D]

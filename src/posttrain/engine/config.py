@@ -16,6 +16,8 @@ class EngineConfig:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     enable_prefix_caching: bool = True
     kv_dtype: Literal["float32", "bfloat16", "int8"] = "float32"  # int8: opt-in, lossy
+    dtype: Literal["float32", "bfloat16", "auto"] = "float32"  # compute; auto: bf16 where the CPU has it
+    batch_invariant: bool = False  # packed linears + the trainer's logprob form (docs/engine.md)
     spec_method: Literal["none", "ngram", "draft"] = "none"
     spec_tokens: int = 4  # draft tokens proposed per step
     ngram_max: int = 4  # longest suffix n-gram looked up in the context
@@ -30,6 +32,8 @@ class EngineConfig:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
         if self.kv_dtype not in ("float32", "bfloat16", "int8"):
             raise ValueError(f"kv_dtype must be float32, bfloat16 or int8, not {self.kv_dtype!r}")
+        if self.dtype not in ("float32", "bfloat16", "auto"):
+            raise ValueError(f"dtype must be float32, bfloat16 or auto, not {self.dtype!r}")
         if self.spec_method not in ("none", "ngram", "draft"):
             raise ValueError(f"spec_method must be none, ngram or draft, not {self.spec_method!r}")
         if self.spec_tokens < 1 or not 1 <= self.ngram_min <= self.ngram_max:

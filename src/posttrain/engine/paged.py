@@ -19,9 +19,11 @@ from posttrain.engine.batching import append_tokens, pack
 from posttrain.engine.block_manager import BlockManager
 from posttrain.engine.config import EngineConfig
 from posttrain.engine.draft import draft_budget, propose_with_draft
-from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token
+from posttrain.engine.dtypes import cast_copy, choose_dtype
+from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
+from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
-from posttrain.engine.sampling import make_generators, process_logits, row_params, sample_rows
+from posttrain.engine.sampling import make_generators, row_params, sample_rows, scale_logits, trainer_log_softmax
 from posttrain.engine.scheduler import Scheduler
 from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
@@ -57,10 +59,15 @@ class PagedEngine(Engine):
     def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
         self.config = config or EngineConfig()
         self.device = torch.device(device)
-        self.model = model.to(self.device)  # shared with a trainer: its train/eval mode is left alone
+        self.dtype = choose_dtype(self.config.dtype, self.device)
+        # shared with a trainer (its train/eval mode is left alone), or a copy in another dtype
+        self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        self.runner = ModelRunner(self.model)
+        # packed linears: batch-invariant fp32 rows; bf16 always (its unpacked kernels reorder per call)
+        wants_pack = self.config.batch_invariant or self.dtype.name == "bfloat16"
+        self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
+        self.runner = ModelRunner(self.model, self.packed)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -74,12 +81,12 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(draft_model.to(self.device))
+            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
         r, c = self.runner, self.config
-        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, c.kv_dtype)
+        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, kv_store_dtype(c.kv_dtype, r.dtype))
         want = c.max_num_seqs * self.max_model_len
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
@@ -87,8 +94,9 @@ class PagedEngine(Engine):
     def _new_kv(self, runner: ModelRunner) -> KVCache:
         return KVCache(
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
-            runner.head_dim, self.config.kv_dtype, runner.dtype, self.device,
+            runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,
         )
+
 
     # ---- the Engine interface ------------------------------------------------------------
 
@@ -99,6 +107,7 @@ class PagedEngine(Engine):
             for name, value in state_dict.items():
                 if name in params:
                     params[name].copy_(value)
+            self.runner.weights_changed()
             self.blocks.flush()
             self.policy_version = version
 
@@ -214,7 +223,8 @@ class PagedEngine(Engine):
         """
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
-        logp = process_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
+        scaled = scale_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
+        logp = trainer_log_softmax(scaled) if self.config.batch_invariant else torch.log_softmax(scaled, dim=-1)
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)
@@ -236,7 +246,9 @@ class PagedEngine(Engine):
             touched.append(seq)
         if plain:
             greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
-            ids, lps = sample_rows(logp[[r for _, r in plain]], greedy, [s.generator for s, _ in plain])
+            at_rows = [r for _, r in plain]
+            picked = logp if at_rows == list(range(len(logp))) else logp[at_rows]  # no [B, V] copy
+            ids, lps = sample_rows(picked, greedy, [s.generator for s, _ in plain])
             for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
                 self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
         for child, _ in plain:

@@ -4,6 +4,10 @@ It calls the HF model's own modules (embeddings, projections, norms, MLPs, rotar
 so it shares weights with a trainer in-process and reproduces its numerics; only attention
 is replaced (engine/attention.py): tokens of many sequences are packed flat, K/V are written
 to their slots and read back through each sequence's block table.
+
+Its linears are called through engine/packed.py: with `packed=True` (CPU) the weights are
+pre-packed for MKL (fp32) or oneDNN (bf16), which is faster and batch-invariant (a token's
+logits do not depend on how many tokens share its step, and match the trainer's forward).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import torch
 
 from posttrain.engine.attention import attend, build_plan
 from posttrain.engine.kv_cache import KVCache
+from posttrain.engine.packed import linears_of
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
 
@@ -37,7 +42,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class ModelRunner:
-    def __init__(self, model):
+    def __init__(self, model, packed: bool = False):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -49,6 +54,14 @@ class ModelRunner:
         self.num_layers = cfg.num_hidden_layers
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
+        self.linears = linears_of(model, packed)  # share the model's weights (packed: a copy that follows them)
+        self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
+
+    def weights_changed(self) -> None:
+        """Repack before the next forward (in-place updates are also caught by version)."""
+        for layer in self.linears:
+            for lin in layer.values():
+                lin.invalidate()
 
     def forward(self, batch: Batch, kv: KVCache) -> torch.Tensor:
         """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
@@ -59,19 +72,20 @@ class ModelRunner:
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
         plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
         h = h[0]
-        for li, layer in enumerate(inner.layers):
+        for li, (layer, lin) in enumerate(zip(inner.layers, self.linears)):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
-            q = attn.q_proj(x).view(n, self.num_heads, self.head_dim)
-            k = attn.k_proj(x).view(n, self.num_kv_heads, self.head_dim)
-            v = attn.v_proj(x).view(n, self.num_kv_heads, self.head_dim)
+            q = lin["q"](x).view(n, self.num_heads, self.head_dim)
+            k = lin["k"](x).view(n, self.num_kv_heads, self.head_dim)
+            v = lin["v"](x).view(n, self.num_kv_heads, self.head_dim)
             if hasattr(attn, "q_norm"):  # Qwen3
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             kv.write(li, batch.slots, k, v)
             o = attend(q, kv, li, plan, attn.scaling)  # [N, H, D]
-            h = h + attn.o_proj(o.reshape(n, -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + lin["o"](o.reshape(n, -1))
+            x = layer.post_attention_layernorm(h)
+            h = h + lin["down"](self.act(lin["gate"](x)) * lin["up"](x))  # the Llama/Qwen MLP
         h = inner.norm(h.index_select(0, batch.logits_index))
-        return self.model.lm_head(h).float()
+        return self.linears[-1]["head"](h).float()

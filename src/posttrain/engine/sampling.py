@@ -19,14 +19,30 @@ def process_logits(
 
     logits: [B, V] float32; temperature, top_p: [B] float; top_k: [B] long (0 = off).
     """
+    return torch.log_softmax(scale_logits(logits, temperature, top_p, top_k), dim=-1)
+
+
+def scale_logits(
+    logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+) -> torch.Tensor:
+    """logits / T with the tokens outside top-k and the top-p nucleus at -inf; [B, V]."""
     greedy = temperature <= 0
     t = torch.where(greedy, torch.ones_like(temperature), temperature)
-    scaled = logits.float() / t.unsqueeze(-1)
+    scaled = logits.float() / t.unsqueeze(-1)  # a new [B, V] tensor: the caller's logits stay
     if bool(((top_k > 0) & ~greedy).any()):
         scaled = _mask_top_k(scaled, torch.where(greedy, torch.zeros_like(top_k), top_k))
     if bool(((top_p < 1) & ~greedy).any()):
         scaled = _mask_top_p(scaled, torch.where(greedy, torch.ones_like(top_p), top_p))
-    return torch.log_softmax(scaled, dim=-1)
+    return scaled
+
+
+def trainer_log_softmax(scaled: torch.Tensor) -> torch.Tensor:
+    """scaled - logsumexp(scaled), the trainer's form (train/logprobs.py), [B, V].
+
+    Equal in exact math to log_softmax(scaled); in float32 the two round differently by up to
+    an ulp of the logsumexp (~1e-5 when it is ~100), so batch-invariant engines use this one,
+    and a sampled token's logprob has the trainer's bits for the same logits."""
+    return scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
 
 
 def _mask_top_k(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
@@ -69,17 +85,35 @@ def sample_rows(
     Inverse-CDF sampling: one uniform per row from that row's generator, then one vectorised
     search over cumulative sums. A zero-probability token adds exactly 0 to the running sum,
     so it can never be the first index whose sum exceeds u * total: it is never drawn.
+    Full [B, V] passes are what a large batch pays for, so each is done once, and only for
+    the rows that need it (argmax for greedy rows, the cumulative sum for sampled ones).
     """
-    ids = logp.argmax(dim=-1)
+    ids = torch.empty(logp.shape[0], dtype=torch.long)
     rows = torch.nonzero(~greedy).flatten()
+    if len(rows) < logp.shape[0]:
+        held = torch.nonzero(greedy).flatten()
+        ids[held] = (logp if len(held) == logp.shape[0] else logp[held]).argmax(dim=-1)
     if len(rows):
+        sampled = logp if len(rows) == logp.shape[0] else logp[rows]
         u = torch.stack([torch.rand((), generator=generators[i]) for i in rows.tolist()])
-        cdf = logp[rows].exp().cumsum(-1)  # [R, V]
+        cdf = sampled.exp().cumsum(-1)  # [R, V]
         pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
-        kept = torch.isfinite(logp[rows]).int()
-        last_kept = logp.shape[-1] - 1 - kept.flip(-1).argmax(-1)  # u * total may round up to total
-        ids[rows] = torch.minimum(pick, last_kept)
+        ids[rows] = _clamp_to_kept(sampled, pick)
     return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def _clamp_to_kept(logp: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
+    """u * total may round up to total: such a pick lands past the last kept token (index V or
+    a -inf token after it); move it back to the last kept one. A pick at or before the last
+    kept token is never -inf (see above), so only the rows that overshot are rescanned."""
+    vocab = logp.shape[-1]
+    safe = pick.clamp(max=vocab - 1)
+    over = (pick >= vocab) | torch.isinf(logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1))
+    if bool(over.any()):
+        bad = torch.nonzero(over).flatten()
+        kept = torch.isfinite(logp[bad]).int()
+        safe[bad] = vocab - 1 - kept.flip(-1).argmax(-1)
+    return safe
 
 
 def row_params(params_list, device="cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

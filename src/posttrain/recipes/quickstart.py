@@ -168,4 +168,7 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     after, after_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
     log.close()
     save_policy(model, tokenizer, run_dir / "checkpoint")
-    return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores)}, history
+    engine_info = {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason,
+                   "batch_invariant": engine.config.batch_invariant}
+    return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores),
+            "engine": engine_info}, history

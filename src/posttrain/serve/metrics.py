@@ -37,4 +37,7 @@ class Metrics:
         add("kv_blocks_free", "gauge", e.blocks.num_free, "KV blocks free or evictable")
         add("kv_blocks_total", "gauge", e.num_blocks, "KV blocks in the cache")
         add("policy_version", "gauge", e.policy_version, "weights version being served")
+        lines.extend(["# HELP posttrain_engine_info the engine's compute dtype and why it was chosen",
+                      "# TYPE posttrain_engine_info gauge",
+                      f'posttrain_engine_info{{dtype="{e.dtype.name}",reason="{e.dtype.reason}",packed="{int(e.packed)}"}} 1'])
         return "\n".join(lines) + "\n"

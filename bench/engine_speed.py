@@ -1,0 +1,96 @@
+"""Decode speed against the machine's own matmul bound, and bf16 against fp32 (bench/engine.py).
+
+The bound is measured in the same run on the same engine: every linear of one decode step
+(the same packed weights and kernels, random inputs of the batch's row count) is timed
+alone; bound tok/s = batch / (the sum of those times). A step's attention, sampling and
+Python are what separate the engine from it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.config import EngineConfig
+from posttrain.engine.local import LocalEngine
+from posttrain.train.logprobs import token_logprobs
+
+
+def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(20, vocab - 1, (length,), generator=g).tolist() for _ in range(n)]
+
+
+@torch.inference_mode()
+def matmul_bound_s(engine: LocalEngine, batch: int, repeat: int = 3) -> float:
+    """Seconds per decode step spent in the step's linears alone (best of `repeat`)."""
+    runner = engine.runner
+    calls = [lin for layer in runner.linears for lin in layer.values()]
+    inputs = {lin.weight.shape[1]: torch.randn(batch, lin.weight.shape[1]).to(runner.dtype) for lin in calls}
+    best = float("inf")
+    for _ in range(repeat):
+        for lin in calls:  # warm: packs weights, builds kernels
+            lin(inputs[lin.weight.shape[1]])
+        t0 = time.perf_counter()
+        for lin in calls:
+            lin(inputs[lin.weight.shape[1]])
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@torch.inference_mode()
+def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int) -> dict:
+    """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound."""
+    group = 8 if batch >= 8 else 1
+    prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
+    engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
+    while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
+        engine.step()  # prefill (and the first token)
+    engine.step()  # one warm decode step
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        engine.step()
+    step_s = (time.perf_counter() - t0) / steps
+    bound_s = matmul_bound_s(engine, batch)
+    return {"dtype": engine.dtype.name, "batch": batch, "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3,
+            "matmul_bound_tok_s": batch / bound_s, "of_bound": bound_s / step_s}
+
+
+def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
+    """Max and mean |engine logprob - fp32 trainer logprob| for one dtype (T = 0.7)."""
+    prompts = random_prompts(2, 64, model.config.vocab_size, 5) + random_prompts(2, 17, model.config.vocab_size, 6)
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
+    got = engine.generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
+    deltas = []
+    for p, c in zip(prompts, got):
+        ids = torch.tensor([p + c.token_ids])
+        with torch.no_grad():
+            lp = token_logprobs(model, ids, torch.ones_like(ids), 0.7)[0, len(p):]
+        deltas.append((lp - torch.tensor(c.logprobs)).abs())
+    d = torch.cat(deltas)
+    return {"max_abs_delta": float(d.max()), "mean_abs_delta": float(d.mean())}
+
+
+def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
+    """Rows for batch 1, 16, 128 in each dtype, bf16/fp32 ratios and each dtype's mismatch."""
+    steps, prompt_len = (6, 128) if quick else (16, 256)
+    out: dict = {"rows": []}
+    for dtype in dtypes:
+        for batch in (1, 16, 128):
+            r = decode_row(model, dtype, batch, prompt_len, steps)
+            out["rows"].append(r)
+            print(f"[decode {r['dtype']} batch {batch}] {r['decode_tok_s']:.1f} tok/s, bound "
+                  f"{r['matmul_bound_tok_s']:.1f} tok/s: {r['of_bound']:.0%} of the matmul bound", flush=True)
+        out[f"agreement_{dtype}"] = a = dtype_agreement(model, dtype, 16 if quick else 32)
+        print(f"[agreement {dtype}] max |dlogp| {a['max_abs_delta']:.2e}, mean {a['mean_abs_delta']:.2e}", flush=True)
+    by = {(r["dtype"], r["batch"]): r for r in out["rows"]}
+    for batch in (1, 16, 128):
+        if ("bfloat16", batch) in by and ("float32", batch) in by:
+            out[f"bf16_over_fp32_batch{batch}"] = by["bfloat16", batch]["decode_tok_s"] / by["float32", batch]["decode_tok_s"]
+    for dtype in ("float32", "bfloat16"):
+        if (dtype, 128) in by:
+            out[f"of_bound_batch128_{dtype}"] = by[dtype, 128]["of_bound"]
+    return out

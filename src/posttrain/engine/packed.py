@@ -1,0 +1,84 @@
+"""Linear layers with their weights pre-packed for the CPU GEMM libraries torch ships.
+
+fp32 goes through MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), bf16 through oneDNN
+(`torch.ops.mkldnn._linear_pointwise`, AMX/AVX-512-BF16 kernels): packing once saves the
+per-call weight reorder that dominates small-batch decode. MKL's packed path gives every row
+the same bits whatever the row count, equal to plain `F.linear` at >= 16 rows (the trainer's
+forward), so fp32 decode is batch-invariant. A packed copy follows its source parameter:
+it is rebuilt when the parameter was modified in place (its version counter moved).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+PACK_HINT = 16  # the batch size MKL packs for; any row count gives the same bits
+
+
+def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
+    """Packed kernels exist for fp32 (MKL) and bf16 (oneDNN) on CPU builds that have them."""
+    if device.type != "cpu":
+        return False
+    if dtype == torch.float32:
+        return torch.backends.mkl.is_available()
+    return dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+
+
+class PackedLinear:
+    """y = x W^T + b with W packed once; `linear` is the nn.Linear it mirrors (shared weights)."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        self.weight, self.bias = linear.weight, linear.bias
+        self.key = None
+        self.packed = None
+
+    def _key(self) -> tuple:
+        w = self.weight  # an inference tensor has no version counter: update_weights invalidates
+        return (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
+
+    def invalidate(self) -> None:
+        self.key = None
+
+    def _stale(self) -> bool:
+        return self.key != self._key()
+
+    def _pack(self) -> None:
+        w = self.weight.detach()
+        if w.dtype == torch.float32:
+            self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
+        else:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
+        self.key = self._key()
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self._stale():
+            self._pack()
+        bias = None if self.bias is None else self.bias.detach()
+        if self.weight.dtype == torch.float32:
+            return torch.ops.mkl._mkl_linear(x, self.packed, self.weight.detach(), bias, x.shape[0])
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+
+
+class PlainLinear:
+    """The fallback with the same call shape: F.linear on the module's own weight."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        self.weight, self.bias = linear.weight, linear.bias
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def invalidate(self) -> None:
+        pass
+
+
+def linears_of(model, packed: bool) -> list[dict]:
+    """Per layer {q, k, v, o, gate, up, down} callables, and the lm_head as layer -1's 'head'."""
+    make = PackedLinear if packed else PlainLinear
+    out = []
+    for layer in model.model.layers:
+        a, m = layer.self_attn, layer.mlp
+        out.append({"q": make(a.q_proj), "k": make(a.k_proj), "v": make(a.v_proj), "o": make(a.o_proj),
+                    "gate": make(m.gate_proj), "up": make(m.up_proj), "down": make(m.down_proj)})
+    return out + [{"head": make(model.lm_head)}]
