@@ -157,5 +157,5 @@ def test_serve_off_loopback_needs_an_api_key():
     import sys
 
     r = subprocess.run([sys.executable, "-m", "posttrain.cli", "serve", "--model", "m", "--host", "0.0.0.0"],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=240)
     assert r.returncode == 2 and "--api-key" in r.stderr and "Traceback" not in r.stderr, r.stderr
