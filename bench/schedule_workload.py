@@ -115,5 +115,10 @@ def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
             "engine_busy_frac": busy / wall,
             "train_s": sum(r["step_wall_s"] * (1 - r["trainer_idle_frac"]) for r in steady) / len(steady),
             "publish_s": sum(r.get("publish_s", 0.0) for r in steady) / len(steady),
-            "wasted_group_frac": 1 - (pipe.taken / generated) if generated else 0.0,
-            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated}
+            # discarded: tokens of groups dropped as stale or filtered, over all generated.
+            # Groups still buffered or in flight when the run stops were never discarded:
+            # a longer run trains them. They are counted apart (unused_at_end_frac).
+            "wasted_token_frac": (pipe.tokens["stale"] + pipe.tokens["filtered"]) / max(1, pipe.tokens["generated"]),
+            "unused_at_end_frac": 1 - (pipe.taken + pipe.buffer.stats.dropped_stale) / generated if generated else 0.0,
+            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated,
+            "over_issued": pipe.over_issued}
