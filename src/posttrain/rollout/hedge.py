@@ -6,7 +6,8 @@ trainer keeps up, each group then waits about s + 1 + k / B steps, past the stal
 bound, so about k / ((s + 1) * B + k) of all groups are dropped as stale (a third at
 s = 1, k = B). A hedge instead stands in for one straggler, as MapReduce's backup tasks
 do: the trainer takes it in the straggler's place, and nothing extra is in flight while
-no group straggles. The median is over the domain's last WINDOW finished groups (issue to
+no group straggles. Nor while the buffer already holds a batch: the trainer is then not
+waiting, and a hedge would only queue behind the batch and go stale. The median is over the domain's last WINDOW finished groups (issue to
 finish); until a domain has MIN_SEEN of them, its groups never count as stragglers.
 """
 
@@ -42,10 +43,12 @@ class StragglerHedge:
     def forget(self, uid: int) -> None:
         self.started.pop(uid, None)
 
-    def hedges(self, now: float) -> int:
+    def hedges(self, now: float, batch_ready: bool = False) -> int:
         """Extra groups that may be in flight now: one per straggler, at most `cap`."""
         if self.factor <= 0:
             return self.cap
+        if batch_ready:
+            return 0
         late = sum(1 for d, t0 in self.started.values()
                    if d in self.threshold and now - t0 > self.threshold[d])
         return min(self.cap, late)

@@ -74,7 +74,8 @@ class Pipeline:
     def _room(self, hedged: bool = True) -> int:
         c = self.cfg
         limit = (self.version + 1 + c.max_staleness) * c.groups_per_step
-        limit += self.hedge.hedges(time.perf_counter()) if hedged else 0
+        ready = len(self.buffer) >= c.groups_per_step
+        limit += self.hedge.hedges(time.perf_counter(), ready) if hedged else 0
         return limit - self.taken - len(self.in_flight) - len(self.buffer)
 
     def _claim(self, n: int) -> list[GroupJob]:

@@ -133,6 +133,8 @@ class _Sim:
         cfg = self.cfg
         if cfg.hedge_after <= 0:
             return cfg.overprovision
+        if len(self.buffer) >= cfg.groups_per_step:   # the trainer is not waiting
+            return 0
         late = sum(1 for t0, d in self.started.values()
                    if len(self.seen[d]) >= 8 and self.now - t0 > self._threshold(d))
         return min(cfg.overprovision, late)
