@@ -120,7 +120,8 @@ def predict(costs: dict, name: str, steps: int) -> dict:
     kw = dict(tail_configs(b)[name])
     kw.pop("groups_per_wave", None)
     c = Costs(gen_s=costs["gen_s"], verify_s=costs["verify_s"], train_s=costs["train_s"])
-    return simulate(c, SimConfig(steps=steps, groups_per_step=b, group_size=g, shared_cpu=True, **kw),
+    return simulate(c, SimConfig(steps=steps, groups_per_step=b, group_size=g,
+                                 shared_cpu=costs["shared_cpu"], **kw),
                     repeats=5).as_dict()
 
 
