@@ -351,6 +351,7 @@ class Pipeline:
                     "taken": self.taken,
                     "buffer": self.buffer.state_dict(), "sampler": sampler,
                     "events": self.events.count, "finished": dict(self.finished),
+                    "tokens": dict(self.tokens),
                     "ledger": self.ledger.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -361,6 +362,7 @@ class Pipeline:
         self.sampler.load_state_dict(state["sampler"])
         self.events.count = state["events"]
         self.finished = Counter(state["finished"])
+        self.tokens = Counter(state.get("tokens", {}))
         self.ledger.load_state_dict(state.get("ledger", {}))
         self.engine.publish(self.trainer.model, self.version)
 
