@@ -10,6 +10,7 @@ wave sleeps until its last verifier would end (a thread per episode would load t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -19,6 +20,7 @@ import torch
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
+from posttrain.engine.process_engine import ProcessEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
@@ -76,15 +78,26 @@ class SleepEnv:
 
 
 def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 0,
-                 events_path=None) -> dict:
+                 events_path=None, engine_process: bool = True) -> dict:
     """One real pipeline run; returns steady-state numbers (steps after the first) and
-    the per-group costs it measured."""
+    the per-group costs it measured. engine_process: the engine in a child process
+    (engine/process_engine.py), so the rollout threads and the trainer do not share an
+    interpreter with it; else in this process, as the default `posttrain rl` does."""
     torch.manual_seed(seed)
     n = 64
     tok = build_tokenizer([f"task t{i}" for i in range(n)], vocab_size=300)
     model = build_tiny_model(len(tok), seed=seed, **MODEL)
-    engine = LockedEngine(LocalEngine(model.__class__(model.config), tok))
-    engine.engine.model.load_state_dict(model.state_dict())
+    with contextlib.ExitStack() as stack:
+        if engine_process:
+            engine = LockedEngine(stack.enter_context(ProcessEngine(model, tok, threads=1)))
+        else:
+            engine = LockedEngine(LocalEngine(model.__class__(model.config), tok))
+            engine.engine.model.load_state_dict(model.state_dict())
+        return _measure(cfg, median_s, sigma, seed, events_path, tok, model, engine, engine_process)
+
+
+def _measure(cfg, median_s, sigma, seed, events_path, tok, model, engine, separate: bool) -> dict:
+    n = 64
     rates = [random.Random(seed + i).uniform(0.2, 0.8) for i in range(n)]
     ids = [f"t{i}" for i in range(n)]
     env = SleepEnv(ids, rates, tok, cfg.group_size, median_s, sigma)
@@ -95,12 +108,12 @@ def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 
     pipe.run(lambda step, stats: rows.append(stats))
     pipe.events.close()
     out = summarise(rows, cfg, pipe)
-    # The run's costs with the contention it ran under taken out (simulate.shared_cpu):
-    # trainer / (1 + engine busy share), generation / (1 + trainer busy share).
-    gen_s, train_s = decontend(engine.generate_s / max(1, env.calls), out["train_s"],
-                               out["trainer_idle_frac"], out["engine_busy_frac"])
+    gen_s, train_s = engine.generate_s / max(1, env.calls), out["train_s"]
+    if not separate:  # one interpreter: the contention it ran under taken out (simulate.shared_cpu),
+        # trainer / (1 + engine busy share), generation / (1 + trainer busy share)
+        gen_s, train_s = decontend(gen_s, train_s, out["trainer_idle_frac"], out["engine_busy_frac"])
     out["costs"] = {"gen_s": [gen_s], "verify_s": {"default": [round(x, 5) for x in env.verify_log]},
-                    "train_s": train_s}
+                    "train_s": train_s, "shared_cpu": not separate}
     return out
 
 
@@ -115,5 +128,10 @@ def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
             "engine_busy_frac": busy / wall,
             "train_s": sum(r["step_wall_s"] * (1 - r["trainer_idle_frac"]) for r in steady) / len(steady),
             "publish_s": sum(r.get("publish_s", 0.0) for r in steady) / len(steady),
-            "wasted_group_frac": 1 - (pipe.taken / generated) if generated else 0.0,
-            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated}
+            # discarded: tokens of groups dropped as stale or filtered, over all generated.
+            # Groups still buffered or in flight when the run stops were never discarded:
+            # a longer run trains them. They are counted apart (unused_at_end_frac).
+            "wasted_token_frac": (pipe.tokens["stale"] + pipe.tokens["filtered"]) / max(1, pipe.tokens["generated"]),
+            "unused_at_end_frac": 1 - (pipe.taken + pipe.buffer.stats.dropped_stale) / generated if generated else 0.0,
+            "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated,
+            "over_issued": pipe.over_issued}

@@ -69,6 +69,7 @@ class Episode:
     error: str = ""
     prompt_len: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    domain: str = ""        # the scheduler's domain of its task (per-domain metrics, advantages)
 
     @property
     def tokens_out(self) -> int:

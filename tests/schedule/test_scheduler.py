@@ -30,11 +30,10 @@ def test_issued_groups_follow_shares_and_tasks_run_without_replacement():
 
 def test_a_domain_at_its_quota_waits_and_the_others_go_on():
     ds = domains()
-    ds[0].max_groups = 1
+    ds[0].max_groups, ds[1].max_groups, ds[2].max_groups = 1, 2, 3
     sched = Scheduler(ds, seed=0)
     jobs = [sched.next() for _ in range(6)]
-    assert sum(j.domain == "d0" for j in jobs) == 1
-    ds[1].max_groups = ds[2].max_groups = 0
+    assert [sum(j.domain == d for j in jobs) for d in ("d0", "d1", "d2")] == [1, 2, 3]
     assert sched.next() is None and not sched.has_room()
     sched.observe(jobs[0], [1.0, 0.0], ["ok", "ok"])
     assert sched.next().domain == "d0"

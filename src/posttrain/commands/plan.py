@@ -32,12 +32,12 @@ def plan(
     table = Table("engines", "trainer ranks", "staleness", "overprov.", "groups/s", "trainer idle", "wasted")
     for r in rows[:top]:
         table.add_row(str(r["engines"]), str(r["trainer_ranks"]), str(r["max_staleness"]),
-                      str(r["overprovision"]), f"{r['groups_per_s']:.2f}", f"{r['trainer_idle_frac']:.1%}",
+                      over_text(r), f"{r['groups_per_s']:.2f}", f"{r['trainer_idle_frac']:.1%}",
                       f"{r['wasted_frac']:.1%}")
     console.print(table)
     best = rows[0]
     console.print(f"recommended: {best['engines']} engines : {best['trainer_ranks']} trainer ranks, "
-                  f"max_staleness {best['max_staleness']}, overprovision {best['overprovision']}")
+                  f"max_staleness {best['max_staleness']}, overprovision {over_text(best)}")
     if json_out:
         with open(json_out, "w", encoding="utf-8") as f:
             json.dump(rows, f, indent=2)
@@ -45,3 +45,8 @@ def plan(
 
 def register(app: typer.Typer) -> None:
     app.command()(plan)
+
+
+def over_text(row: dict) -> str:
+    hedge = row.get("hedge_after", 0.0)
+    return f"{row['overprovision']} (hedge_after {hedge})" if hedge else str(row["overprovision"])

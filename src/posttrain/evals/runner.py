@@ -69,6 +69,9 @@ def run_job(job: JobDir, tasks: list[Task], c: EvalConditions, executor: Executo
         for out in executor.run(queue):
             rec = out.record
             key = (rec.task_name, rec.attempt)
+            if rec.status == "preempted":   # its slot went to higher-priority work: again, later
+                again.append((by_id[rec.task_name], rec.attempt))
+                continue
             if taxonomy.is_retryable(rec.status) and retries.get(key, 0) < c.max_infra_retries:
                 retries[key] = retries.get(key, 0) + 1
                 again.append((by_id[rec.task_name], rec.attempt))

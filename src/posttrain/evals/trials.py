@@ -6,6 +6,7 @@ and reading the verifier's files out of a sandbox before it is closed.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -42,10 +43,11 @@ class TaskSandboxes:
     environment; release resets the sandbox (processes killed, /app /tmp /logs emptied)
     and keeps it warm for the next trial."""
 
-    def __init__(self, tasks: list[Task], backend: str, warm: int):
+    def __init__(self, tasks: list[Task], backend: str, warm: int, shared=None, kind: str = "eval"):
         specs = [sandbox_spec(t) for t in tasks]
         common = max(specs, key=specs.count) if specs else None
-        self.pool = SandboxPool(common, backend, warm=warm, max_total=max(64, 2 * warm))
+        self.pool = SandboxPool(common, backend, warm=warm, max_total=max(64, 2 * warm),
+                                shared=shared, kind=kind)
 
     def acquire(self, task: Task) -> Sandbox:
         sb = self.pool.acquire(task.domain or "default", sandbox_spec(task))
@@ -89,6 +91,7 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
             files["build-log-tail.txt"] = e.log_tail
         return _finish(rec, t0, run, files, c)
     rec.timings["setup_s"] = time.perf_counter() - t0
+    preempted = PreemptionWatch(sandboxes.pool.preempted(sandbox), sandbox)
     try:
         limits = AgentLimits(c.max_turns, float(task.config.agent.timeout_sec), c.command_timeout_s,
                              c.observation_budget,
@@ -108,8 +111,34 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
     except Exception as e:
         rec.status, rec.error = "infra_error", f"{type(e).__name__}: {e}"
     finally:
+        preempted.set_done()
         sandboxes.release(sandbox)
+    if preempted.happened:  # higher-priority work took the slot: run again later, not scored
+        rec.status, rec.reward, rec.error = "preempted", None, "preempted by higher-priority work"
     return _finish(rec, t0, run, files, c)
+
+
+class PreemptionWatch:
+    """Closes the sandbox (killing the trial's processes) as soon as its shared slot is
+    preempted; `happened` says whether it was."""
+
+    def __init__(self, event: threading.Event | None, sandbox: Sandbox):
+        self.event, self.sandbox, self.done = event, sandbox, threading.Event()
+        if event is not None:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
+            if self.event.wait(0.02):
+                self.sandbox.close()
+                return
+
+    def set_done(self) -> None:
+        self.done.set()
+
+    @property
+    def happened(self) -> bool:
+        return self.event is not None and self.event.is_set()
 
 
 def _finish(rec: TrialRecord, t0: float, run, files: dict, c: EvalConditions) -> TrialOutput:

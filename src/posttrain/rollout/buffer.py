@@ -28,6 +28,8 @@ class Group:
 
     @classmethod
     def of(cls, job: GroupJob, episodes: list[Episode], fallback_version: int) -> Group:
+        for e in episodes:
+            e.domain = job.domain
         vs = [v for e in episodes for v, m in zip(e.versions, e.loss_mask) if m]
         return cls(job, episodes, min(vs, default=fallback_version), max(vs, default=fallback_version))
 

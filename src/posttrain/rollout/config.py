@@ -15,6 +15,9 @@ class RolloutConfig(BaseModel):
     group_size: int = Field(4, ge=2)             # G: attempts per task
     max_staleness: int = Field(1, ge=0)          # versions a token may lag; 0 = synchronous
     overprovision: int = Field(1, ge=0)          # extra groups in flight for the long tail
+    # > 0: the extra groups are hedges, one per group in flight longer than this many times
+    # its domain's median group time (rollout/hedge.py); 0: always in flight
+    hedge_after: float = Field(0.0, ge=0)
     groups_per_wave: int = Field(2, ge=1)        # groups one rollout worker runs in lockstep
     workers: int = Field(2, ge=1)                # concurrent rollout workers (async only)
     max_refill_rounds: int = Field(4, ge=1)      # waves of refills before a step goes short

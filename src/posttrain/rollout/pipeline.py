@@ -11,7 +11,8 @@ train, publish; a run is then a pure function of the seed. max_staleness >= 1 ru
 taken by the trainer plus those outstanding (in flight or buffered) stay within
 (version + 1 + max_staleness) * B + overprovision: every group issued at version v can then
 be trained by step v + max_staleness, so none is generated only to be dropped as stale
-(AReaL's rule). Episodes in flight during a publish continue on the new weights (partial
+(AReaL's rule). With `hedge_after`, the over-provisioned groups are hedges for stragglers
+only (rollout/hedge.py). Episodes in flight during a publish continue on the new weights (partial
 rollouts, per-token versions).
 
 Every group's state is in the ledger (rollout/ledger.py). A wave whose worker was lost
@@ -34,6 +35,7 @@ from posttrain.rollout.buffer import Buffer, Group
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.executor import WaveLost
+from posttrain.rollout.hedge import StragglerHedge
 from posttrain.rollout.ledger import GroupLedger
 from posttrain.rollout.stats import IdleClock, domain_stats, episode_stats, staleness_stats
 from posttrain.rollout.weights import LockedEngine
@@ -63,21 +65,29 @@ class Pipeline:
         self.finished = Counter()  # statuses of every finished episode, trained or not
         self.retries = Counter()   # uid -> times its group was re-run after infra errors
         self.ledger = GroupLedger()
+        self.hedge = StragglerHedge(cfg.hedge_after, cfg.overprovision)
+        self.tokens = Counter()    # generated, and discarded as filtered or stale
+        self.over_issued = 0       # groups issued beyond the staleness bound's room
 
     # ---- the rollout loop --------------------------------------------------------------
 
-    def _room(self) -> int:
+    def _room(self, hedged: bool = True) -> int:
         c = self.cfg
-        limit = (self.version + 1 + c.max_staleness) * c.groups_per_step + c.overprovision
+        limit = (self.version + 1 + c.max_staleness) * c.groups_per_step
+        ready = len(self.buffer) >= c.groups_per_step
+        limit += self.hedge.hedges(time.perf_counter(), ready) if hedged else 0
         return limit - self.taken - len(self.in_flight) - len(self.buffer)
 
     def _claim(self, n: int) -> list[GroupJob]:
         """Up to n jobs: fewer while the scheduler's domains are at their quotas."""
-        jobs = []
+        jobs, within_bound = [], max(0, self._room(hedged=False))
         while len(jobs) < n and (job := self.sampler.next()) is not None:
             jobs.append(job)
+        self.over_issued += max(0, len(jobs) - within_bound)
+        now = time.perf_counter()
         for j in jobs:
             self.in_flight[j.uid] = j
+            self.hedge.issued(j.uid, j.domain, now)
             self.ledger.issue(j.uid, j.task_id)
             self.events.emit("issue", uid=j.uid, task=j.task_id, version=self.version)
         self.clock.start(time.perf_counter())
@@ -91,8 +101,10 @@ class Pipeline:
             with self.cond:
                 self.clock.stop(time.perf_counter())
         with self.cond:
+            now = time.perf_counter()
             for job, episodes in zip(jobs, results):
                 self.in_flight.pop(job.uid, None)
+                self.hedge.finished(job.uid, now)
                 self.finished.update(e.status for e in episodes)
                 if self._retry(job, episodes):
                     continue
@@ -120,7 +132,9 @@ class Pipeline:
             self.events.emit("quarantine", task=job.task_id, domain=job.domain, reason=reason)
         kept = self.buffer.put(group, self.cfg.filter_zero_variance)
         self.ledger.buffer(job.uid) if kept else self.ledger.drop(job.uid, "filtered")
+        self.tokens["generated"] += group_tokens(group)
         if not kept:
+            self.tokens["filtered"] += group_tokens(group)
             self.returned_since_step += 1
             self.sampler.returned(job)
         self.events.emit("finish", uid=job.uid, kept=kept, version_min=group.version_min,
@@ -156,7 +170,8 @@ class Pipeline:
             while True:
                 with self.cond:
                     while not self.stop and (self._room() <= 0 or not self.sampler.has_room()):
-                        self.cond.wait(timeout=0.5)  # a token quota frees up with time, not events
+                        # a token quota frees up and a group turns straggler with time, not events
+                        self.cond.wait(timeout=0.05 if self.cfg.hedge_after > 0 else 0.5)
                     if self.stop:
                         return
                     jobs = self._claim(min(self._room(), self.cfg.groups_per_wave))
@@ -226,6 +241,7 @@ class Pipeline:
         self.returned_since_step += len(dropped)
         for g in dropped:
             self.sampler.returned(g.job)
+            self.tokens["stale"] += group_tokens(g)
         if dropped:
             for g in dropped:
                 self.ledger.drop(g.uid, "stale")
@@ -305,6 +321,7 @@ class Pipeline:
                       "groups_filtered_total": float(self.buffer.stats.filtered),
                       "groups_dropped_stale_total": float(self.buffer.stats.dropped_stale)}
             stats |= {f"finished_{k}_total": float(v) for k, v in sorted(self.finished.items())}
+            stats |= {f"tokens_{k}_total": float(v) for k, v in sorted(self.tokens.items())}
             stats |= self.sampler.metrics()
         return stats | {
             "trainer_idle_frac": min(1.0, (self.trainer_wait_s - wait0) / wall),
@@ -334,6 +351,7 @@ class Pipeline:
                     "taken": self.taken,
                     "buffer": self.buffer.state_dict(), "sampler": sampler,
                     "events": self.events.count, "finished": dict(self.finished),
+                    "tokens": dict(self.tokens),
                     "ledger": self.ledger.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
@@ -344,5 +362,10 @@ class Pipeline:
         self.sampler.load_state_dict(state["sampler"])
         self.events.count = state["events"]
         self.finished = Counter(state["finished"])
+        self.tokens = Counter(state.get("tokens", {}))
         self.ledger.load_state_dict(state.get("ledger", {}))
         self.engine.publish(self.trainer.model, self.version)
+
+
+def group_tokens(group: Group) -> int:
+    return sum(e.tokens_out for e in group.episodes)

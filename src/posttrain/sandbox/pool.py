@@ -5,6 +5,11 @@ and give it back with `release(sandbox)`. A released sandbox is reset (processes
 /app /tmp /logs emptied, spec restored), health-checked and kept warm for the next
 caller, or closed when the pool has enough spares. `reap()` reclaims leases held past
 `lease_s` (a caller that crashed or forgot to release) and sandboxes of dead processes.
+
+With `shared`, a schedule.pool.PriorityPool, each sandbox also holds a slot of that pool
+for this pool's `kind` of work, so that several pools (training rollouts, evaluation) in one
+process share the slots by priority. A lower kind's slot can be preempted:
+`preempted(sandbox)` is its event, and the holder stops the work and releases.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
@@ -21,11 +27,21 @@ from posttrain.sandbox.factory import create
 from posttrain.sandbox.reaper import ReapReport, reap
 
 
+class SlotPool(Protocol):
+    """What a shared pool offers (schedule.pool.PriorityPool; typed here so that this layer
+    imports nothing above it). A slot has a `preempted` threading.Event."""
+
+    def acquire(self, kind: str, timeout: float | None = None) -> Any: ...
+
+    def release(self, slot: Any) -> None: ...
+
+
 @dataclass
 class Lease:
     domain: str
     since: float
     pooled: bool          # built from the pool's spec, so it may be reused
+    slot: Any = None      # the shared pool's slot, if there is one
 
 
 class SandboxPool:
@@ -33,7 +49,9 @@ class SandboxPool:
 
     def __init__(self, spec: SandboxSpec | None = None, backend: str = "bwrap", warm: int = 0,
                  max_total: int = 64, quotas: dict[str, int] | None = None,
-                 lease_s: float | None = None):
+                 lease_s: float | None = None, shared: SlotPool | None = None,
+                 kind: str = "default"):
+        self.shared, self.kind = shared, kind
         self.spec, self.backend = spec or SandboxSpec(), backend
         self.warm, self.max_total, self.quotas, self.lease_s = warm, max_total, quotas or {}, lease_s
         self._idle: list[Sandbox] = []
@@ -84,7 +102,9 @@ class SandboxPool:
                 raise SandboxError(f"sandbox quota for domain {domain!r} is used up; "
                                    "ask can_acquire() first")
             self._pending[domain] += 1             # reserved until the sandbox is ready
+        slot = None
         try:
+            slot = self.shared.acquire(self.kind) if self.shared is not None else None
             pooled = spec is None or spec == self.spec
             sb = self._take_idle() if pooled else None
             if sb is None:
@@ -93,9 +113,12 @@ class SandboxPool:
             else:
                 self.stats["reused"] += 1
             with self._lock:
-                self._leases[id(sb)] = (sb, Lease(domain, time.monotonic(), pooled))
+                self._leases[id(sb)] = (sb, Lease(domain, time.monotonic(), pooled, slot))
+            slot = None
             return sb
         finally:
+            if slot is not None:        # the sandbox could not be made: the slot goes back
+                self.shared.release(slot)
             with self._lock:
                 self._pending[domain] -= 1
 
@@ -118,7 +141,9 @@ class SandboxPool:
             entry = self._leases.pop(id(sandbox), None)
         if entry is None:
             raise SandboxError("release() of a sandbox this pool did not lend (or already reaped)")
-        keep = reuse and entry[1].pooled
+        preempted = entry[1].slot is not None and entry[1].slot.preempted.is_set()
+        self._release_slot(entry[1])
+        keep = reuse and entry[1].pooled and not preempted   # a preempted one was closed
         if wait:
             self._recycle(sandbox, keep)
             return
@@ -126,6 +151,17 @@ class SandboxPool:
         with self._lock:
             self._recycling = [r for r in self._recycling if r.is_alive()] + [t]
         t.start()
+
+    def preempted(self, sandbox: Sandbox) -> threading.Event | None:
+        """The event set when higher-priority work takes this sandbox's shared slot."""
+        with self._lock:
+            entry = self._leases.get(id(sandbox))
+        return entry[1].slot.preempted if entry and entry[1].slot else None
+
+    def _release_slot(self, lease: Lease) -> None:
+        if lease.slot is not None:
+            self.shared.release(lease.slot)
+            lease.slot = None
 
     def _recycle(self, sandbox: Sandbox, keep: bool) -> None:
         with self._lock:
@@ -150,7 +186,7 @@ class SandboxPool:
             stale = [sb for sb, lease in self._leases.values()
                      if self.lease_s is not None and now - lease.since > self.lease_s]
             for sb in stale:
-                self._leases.pop(id(sb))
+                self._release_slot(self._leases.pop(id(sb))[1])
         for sb in stale:
             sb.close()
         self.stats["leases_reaped"] += len(stale)
@@ -175,6 +211,8 @@ class SandboxPool:
             t.join()
         with self._lock:
             sandboxes = self._idle + [sb for sb, _ in self._leases.values()]
+            for _, lease in self._leases.values():
+                self._release_slot(lease)
             self._idle, self._leases = [], {}
         for sb in sandboxes:
             sb.close()

@@ -62,6 +62,9 @@ class Cluster:
     gen_scale_per_engine: float = 1.0
 
 
+HEDGE_AFTER = 1.5   # hedged candidates: over-provisioned groups only for stragglers
+
+
 def candidates(cluster: Cluster, b: int, g: int):
     for engines in range(1, cluster.devices):
         ranks = cluster.devices - engines
@@ -72,7 +75,8 @@ def candidates(cluster: Cluster, b: int, g: int):
                 workers = (staleness + 1) * b + over
                 if cluster.sandbox_slots:
                     workers = min(workers, max(1, cluster.sandbox_slots // g))
-                yield engines, ranks, staleness, over, workers
+                for hedge in ((0.0, HEDGE_AFTER) if over else (0.0,)):
+                    yield engines, ranks, staleness, over, workers, hedge
 
 
 def recommend(costs: Costs, rollout: dict, cluster: Cluster, steps: int = 40, shares=None) -> list[dict]:
@@ -81,14 +85,16 @@ def recommend(costs: Costs, rollout: dict, cluster: Cluster, steps: int = 40, sh
     b, g = rollout["groups_per_step"], rollout["group_size"]
     shares = shares or {d: 1.0 / len(costs.verify_s) for d in costs.verify_s}
     out = []
-    for engines, ranks, staleness, over, workers in candidates(cluster, b, g):
+    for engines, ranks, staleness, over, workers, hedge in candidates(cluster, b, g):
         cfg = SimConfig(steps=steps, groups_per_step=b, group_size=g, max_staleness=staleness,
-                        overprovision=over, workers=workers, engines=engines,
+                        overprovision=over, workers=workers, engines=engines, hedge_after=hedge,
                         sandbox_slots=cluster.sandbox_slots, shares=shares,
                         train_scale=1 + (ranks - 1) * cluster.train_scale_per_rank,
                         gen_scale=cluster.gen_scale_per_engine)
         r = simulate(costs, cfg, repeats=2)
         out.append({"engines": engines, "trainer_ranks": ranks, "max_staleness": staleness,
-                    "overprovision": over, "workers": workers, "groups_per_s": r.throughput,
+                    "overprovision": over, "hedge_after": hedge, "workers": workers,
+                    "groups_per_s": r.throughput,
                     "trainer_idle_frac": r.trainer_idle_frac, "wasted_frac": r.wasted_token_frac})
-    return sorted(out, key=lambda x: (-round(x["groups_per_s"], 2), x["max_staleness"], x["overprovision"]))
+    return sorted(out, key=lambda x: (-round(x["groups_per_s"], 2), x["max_staleness"], x["overprovision"],
+                                      round(x["wasted_frac"], 2)))

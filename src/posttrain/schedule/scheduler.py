@@ -1,7 +1,7 @@
 """The multi-domain scheduler: which domain and task each group gets, and what a batch holds.
 
-Domains are drawn by a smooth weighted round robin over their shares (schedule/shares.py),
-among those under their quotas; a domain's task by its curriculum (schedule/curriculum.py)
+Domains are chosen by stride scheduling over their shares, among those under their quotas
+(schedule/domain_queue.py, O(log D) a pick); a domain's task by its curriculum (schedule/curriculum.py)
 or, without one, by seeded permutations without replacement (as schedule/sampler.py).
 Each group's uniform draw is a hash of (seed, uid), so a scheduler restored from its
 state_dict hands out exactly the jobs the original would have: nothing skipped or repeated.
@@ -12,15 +12,13 @@ returned and batch_plan.
 from __future__ import annotations
 
 import random
-import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from posttrain.schedule.curriculum import Curriculum, CurriculumKnobs, NO_VERDICT
+from posttrain.schedule.domain_queue import DomainQueue
 from posttrain.schedule.sampler import GroupJob
 from posttrain.schedule.shares import ShareCarry
-
-TOKEN_WINDOW_S = 10.0
 
 
 @dataclass
@@ -74,14 +72,21 @@ class Scheduler:
         self.pickers = {d.name: self._picker(d) for d in domains}
         shares = {d.name: d.share for d in domains}
         self.batch = ShareCarry(shares)
-        self.priority = {d.name: d.priority for d in domains}
-        self.outstanding: Counter = Counter()  # issued, not yet trained or returned
+        self.queue = DomainQueue(self.batch, {d.name: d.priority for d in domains},
+                                 {d.name: d.max_groups for d in domains},
+                                 {d.name: d.tokens_per_s for d in domains})
         self.next_uid = 0
         self.requeued: list[GroupJob] = []
         self.consumed: list[str] = []
-        self.in_flight: Counter = Counter()
-        self.tokens: dict[str, deque] = {d.name: deque() for d in domains}
         self.quarantined: dict[str, str] = {}
+
+    @property
+    def outstanding(self) -> Counter:
+        return self.queue.outstanding
+
+    @property
+    def in_flight(self) -> Counter:
+        return self.queue.in_flight
 
     def _picker(self, d: DomainTasks):
         usable = list(range(len(d.task_ids))) if d.usable is None else sorted(d.usable)
@@ -93,30 +98,15 @@ class Scheduler:
 
     # ---- issuing -----------------------------------------------------------------------
 
-    def _eligible(self) -> set[str]:
-        now = time.monotonic()
-        out = set()
-        for name, d in self.domains.items():
-            if d.max_groups is not None and self.in_flight[name] >= d.max_groups:
-                continue
-            if d.tokens_per_s is not None:
-                window = self.tokens[name]
-                while window and window[0][0] < now - TOKEN_WINDOW_S:
-                    window.popleft()
-                if sum(n for _, n in window) > d.tokens_per_s * TOKEN_WINDOW_S:
-                    continue
-            out.add(name)
-        return out
-
     def has_room(self) -> bool:
-        return bool(self.requeued) or bool(self._eligible())
+        return bool(self.requeued) or self.queue.pick() is not None
 
     def next(self) -> GroupJob | None:
         """The next group to run, or None while every domain is at its quota."""
         if self.requeued:
             job = self.requeued.pop(0)
         else:
-            name = self._neediest(self._eligible())
+            name = self.queue.pick()
             if name is None:
                 return None
             uid = self.next_uid
@@ -126,26 +116,13 @@ class Scheduler:
             self.next_uid += 1
             index = self.offset[name] + local
             job = GroupJob(uid, index, self.task_ids[index], (self.seed * 1_000_003 + uid) % 2**31, name)
-        self.in_flight[job.domain] += 1
-        self.outstanding[job.domain] += 1
+        self.queue.issued(job.domain)
         return job
-
-    def _neediest(self, eligible: set[str]) -> str | None:
-        """The domain furthest below its share of the groups outstanding (issued, not yet
-        trained or returned), counting what short batches still owe it; by priority on a tie.
-        A domain whose groups get filtered or go stale is thereby issued more often."""
-        if not eligible:
-            return None
-        total = sum(self.outstanding.values()) + 1
-        shares, carry = self.batch.shares, self.batch.carry
-        need = {d: shares[d] * total + carry[d] - self.outstanding[d] for d in eligible}
-        return max(eligible, key=lambda d: (round(need[d], 9), self.priority[d], d))
 
     def requeue(self, jobs: list[GroupJob]) -> None:
         """Jobs handed out but not finished go back, to be handed out first (same uid, seed)."""
         for j in jobs:
-            self.in_flight[j.domain] -= 1
-            self.outstanding[j.domain] -= 1
+            self.queue.requeued(j.domain)
         self.requeued = sorted(set(self.requeued) | set(jobs), key=lambda j: j.uid)
 
     def retry(self, job: GroupJob) -> None:
@@ -157,9 +134,7 @@ class Scheduler:
     def observe(self, job: GroupJob, rewards: list[float], statuses: list[str], tokens: int = 0) -> str | None:
         """A group finished: free its slot, count its tokens, update the curriculum. Returns
         the reason if its task was quarantined."""
-        self.in_flight[job.domain] -= 1
-        if tokens:
-            self.tokens[job.domain].append((time.monotonic(), tokens))
+        self.queue.finished(job.domain, tokens)
         picker = self.pickers[job.domain]
         if not isinstance(picker, Curriculum):
             return None
@@ -170,7 +145,7 @@ class Scheduler:
 
     def returned(self, job: GroupJob) -> None:
         """The group will not be trained on (filtered, stale): its domain needs another."""
-        self.outstanding[job.domain] -= 1
+        self.queue.returned(job.domain)
 
     def batch_plan(self, n: int) -> dict[str, int]:
         """Groups per domain the next batch of n should hold."""
@@ -180,7 +155,7 @@ class Scheduler:
         """The batch was taken: carry what each domain was owed and did not get."""
         taken_by = Counter(j.domain for j in taken)
         self.batch.commit(n, taken_by)
-        self.outstanding.subtract(taken_by)
+        self.queue.settled(taken_by)
 
     def metrics(self) -> dict[str, float]:
         out = {"quarantined_total": float(len(self.quarantined))}
@@ -214,9 +189,10 @@ class Scheduler:
         self.requeued = [GroupJob(**j) for j in state["requeued"]]
         # Jobs the caller re-queued (its in-flight ones) were outstanding; next() counts them again.
         own = set(state["requeued_uids"])
-        self.outstanding = Counter(state["outstanding"])
-        self.outstanding.subtract(Counter(j.domain for j in self.requeued if j.uid not in own))
+        outstanding = Counter(state["outstanding"])
+        outstanding.subtract(Counter(j.domain for j in self.requeued if j.uid not in own))
         self.batch.load_state_dict(state["batch"])
+        self.queue.load(outstanding)
         for name, s in state["pickers"].items():
             p = self.pickers[name]
             if isinstance(p, Curriculum):
@@ -224,4 +200,3 @@ class Scheduler:
             else:
                 p.count = s["count"]
         self.quarantined = dict(state["quarantined"])
-        self.in_flight = Counter()

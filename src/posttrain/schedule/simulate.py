@@ -7,7 +7,9 @@ first generates on one of `engines` (first come, first served: the engine serial
 generate calls), then verifies in a sandbox slot, its G episodes side by side (the group's
 verify time is the slowest of G draws). The trainer takes B finished groups, trains for
 `train_s` and publishes for `sync_s`; the version then rises and groups older than the
-bound are dropped. With max_staleness 0 the pipeline runs synchronous waves instead: the
+bound are dropped. With `hedge_after`, the over-provisioned groups are issued only as hedges,
+one per group in flight longer than hedge_after x its domain's median group time, as the
+pipeline does (rollout/hedge.py). With max_staleness 0 the pipeline runs synchronous waves instead: the
 trainer issues B + overprovision groups, waits for all, trains.
 """
 
@@ -16,6 +18,8 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 
@@ -53,6 +57,7 @@ class SimConfig:
     # Engine and trainer share one interpreter (the in-process engine on CPU): each runs
     # slower by (1 + the other's busy share). Off for engines and trainers on their own devices.
     shared_cpu: bool = False
+    hedge_after: float = 0.0             # > 0: over-provisioned groups only as straggler hedges
 
 
 @dataclass
@@ -83,6 +88,9 @@ class _Sim:
         self.idle_s, self.idle_since, self.first_step_end = 0.0, 0.0, None
         self.domains = list(cfg.shares)
         self.owed = {d: 0.0 for d in self.domains}
+        self.started: dict[int, tuple[float, str]] = {}     # in-flight group -> (issue time, domain)
+        self.seen = {d: deque(maxlen=64) for d in self.domains}
+        self.uid = 0
 
     def _push(self, t: float, kind: str, data=None) -> None:
         self.seq += 1
@@ -95,14 +103,14 @@ class _Sim:
         self.owed[d] -= 1.0
         return d
 
-    def _finish_time(self, start: float) -> float:
+    def _finish_time(self, start: float, domain: str) -> float:
         """When a group issued at `start` is done: engine queue, generation, then a slot."""
         i = min(range(len(self.engine_free)), key=self.engine_free.__getitem__)
         service = self.rng.choice(self.c.gen_s) / self.cfg.gen_scale * self.gen_factor
         self.gen_busy += service
         gen_end = max(start, self.engine_free[i]) + service
         self.engine_free[i] = gen_end
-        verify = self.c.draw_verify(self.rng, self._domain(), self.cfg.group_size)
+        verify = self.c.draw_verify(self.rng, domain, self.cfg.group_size)
         if self.slots_free is None:
             return gen_end + verify
         j = min(range(len(self.slots_free)), key=self.slots_free.__getitem__)
@@ -110,19 +118,42 @@ class _Sim:
         self.slots_free[j] = end
         return end
 
+    def _start(self) -> None:
+        domain, self.uid = self._domain(), self.uid + 1
+        self.in_flight += 1
+        self.started[self.uid] = (self.now, domain)
+        self._push(self._finish_time(self.now, domain), "done", (self.version, self.uid))
+        if self.cfg.hedge_after > 0 and len(self.seen[domain]) >= 8:  # wake when it would straggle
+            self._push(self.now + self._threshold(domain) + 1e-9, "straggle")
+
+    def _threshold(self, domain: str) -> float:
+        return self.cfg.hedge_after * statistics.median(self.seen[domain])
+
+    def _hedges(self) -> int:
+        cfg = self.cfg
+        if cfg.hedge_after <= 0:
+            return cfg.overprovision
+        if len(self.buffer) >= cfg.groups_per_step:   # the trainer is not waiting
+            return 0
+        late = sum(1 for t0, d in self.started.values()
+                   if len(self.seen[d]) >= 8 and self.now - t0 > self._threshold(d))
+        return min(cfg.overprovision, late)
+
     def _issue(self) -> None:
         cfg = self.cfg
-        limit = (self.version + 1 + cfg.max_staleness) * cfg.groups_per_step + cfg.overprovision
+        limit = (self.version + 1 + cfg.max_staleness) * cfg.groups_per_step + self._hedges()
         while (self.in_flight < cfg.workers
                and self.taken + self.in_flight + len(self.buffer) < limit):
-            self.in_flight += 1
-            self._push(self._finish_time(self.now), "done", self.version)
+            self._start()
 
     def _signal(self) -> bool:
         p, g = self.c.pass_rate, self.cfg.group_size
         return self.rng.random() >= p ** g + (1 - p) ** g
 
-    def on_done(self, version: int) -> None:
+    def on_done(self, data: tuple[int, int]) -> None:
+        version, uid = data
+        t0, domain = self.started.pop(uid)
+        self.seen[domain].append(self.now - t0)
         self.in_flight -= 1
         self.generated += self.c.tokens_per_group
         if self.cfg.filter_zero_variance and not self._signal():
@@ -161,8 +192,7 @@ class _Sim:
             if sync and not self.training and self.in_flight == 0 and len(self.buffer) < self.cfg.groups_per_step:
                 need = self.cfg.groups_per_step - len(self.buffer) + self.cfg.overprovision
                 for _ in range(need):
-                    self.in_flight += 1
-                    self._push(self._finish_time(self.now), "done", self.version)
+                    self._start()
             elif not sync:
                 self._issue()
             if not self.events:
@@ -170,7 +200,7 @@ class _Sim:
             self.now, _, kind, data = heapq.heappop(self.events)
             if kind == "done":
                 self.on_done(data)
-            else:
+            elif kind == "trained":
                 self.on_trained()
             if not sync or self.in_flight == 0:
                 self.try_train()

@@ -3,6 +3,9 @@
 grpo: (r - mean_g) / std_g; dr_grpo: r - mean_g; rloo: r - mean of the others in the group;
 batch: (r - mean) / std over the whole batch (a critic-free PPO baseline).
 A group whose rewards are all equal gets 0 under the group estimators (no signal).
+With by_domain, any estimator's advantages are then whitened within each domain of the
+batch (domain_normalized), so a domain with larger rewards or more signal does not
+outweigh the others in the step.
 """
 
 from __future__ import annotations
@@ -82,10 +85,28 @@ def batch_advantages(rewards, group_ids, eps: float = 1e-6):
     return (rewards - rewards.mean()) / (std + eps) if std > 0 else torch.zeros_like(rewards)
 
 
-def episode_advantages(episodes: list[Episode], estimator: str = "grpo") -> list[float]:
+def domain_normalized(adv: torch.Tensor, domain_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """A_i = (a_i - mean_d) / (std_d + eps) over the episodes of domain d in the batch.
+
+    adv, domain_ids: [N]. A domain whose advantages are all equal (no signal) stays 0.
+    """
+    out = torch.zeros_like(adv)
+    for d in domain_ids.unique():
+        idx = domain_ids == d
+        a = adv[idx]
+        std = a.std(unbiased=False)
+        out[idx] = (a - a.mean()) / (std + eps) if std > 0 else torch.zeros_like(a)
+    return out
+
+
+def episode_advantages(episodes: list[Episode], estimator: str = "grpo", by_domain: bool = False) -> list[float]:
     rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float)
     groups = torch.tensor([e.group_id for e in episodes])
-    return get_advantage(estimator)(rewards, groups).tolist()
+    adv = get_advantage(estimator)(rewards, groups)
+    if by_domain:
+        names = {d: i for i, d in enumerate(sorted({e.domain for e in episodes}))}
+        adv = domain_normalized(adv, torch.tensor([names[e.domain] for e in episodes]))
+    return adv.tolist()
 
 
 def group_stats(episodes: list[Episode]) -> dict[str, float]:

@@ -66,7 +66,7 @@ class ShardedTrainer(PolicyTrainer):
         if len(episodes) < self.world:
             raise PosttrainError(f"a batch of {len(episodes)} episodes cannot feed {self.world} ranks")
         cfg = cfg.model_copy(update={"packed": False})  # the packed forward reads weights directly
-        advantages = episode_advantages(episodes, cfg.advantage_name)
+        advantages = episode_advantages(episodes, cfg.advantage_name, cfg.domain_norm)
         mine = share(len(episodes), self.rank, self.world)
         totals = (len(episodes), sum(e.tokens_out for e in episodes))
         stats, lp, ro = self.rl_part(episodes[mine], advantages[mine], cfg, totals)

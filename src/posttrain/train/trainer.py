@@ -45,6 +45,7 @@ class RLConfig(BaseModel):
 
     loss: str = "grpo"                       # a name in train.losses.LOSSES
     advantage: str | None = None             # None: the loss's usual estimator (DEFAULT_FOR_LOSS)
+    domain_norm: bool = False                # whiten advantages within each domain of a batch
     clip_eps: float = Field(0.2, gt=0)
     clip_eps_high: float | None = Field(None, gt=0)  # DAPO clip-higher; None: the loss's default
     kl_coef: float = Field(0.0, ge=0)
@@ -158,7 +159,7 @@ class PolicyTrainer:
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,
         loss and (optionally) truncated IS; logs trainer–sampler mismatch over the batch."""
-        advantages = episode_advantages(episodes, cfg.advantage_name)
+        advantages = episode_advantages(episodes, cfg.advantage_name, cfg.domain_norm)
         stats, lp, ro = self.rl_part(episodes, advantages, cfg)
         return stats | mismatch_stats(lp, ro, torch.ones_like(lp))
 

@@ -1,0 +1,21 @@
+"""Straggler hedges: none until a domain's median is known, one per straggler up to the
+cap, none while a batch is ready, and fixed over-provisioning when the factor is 0."""
+
+from posttrain.rollout.hedge import MIN_SEEN, StragglerHedge
+
+
+def test_hedges_follow_stragglers():
+    h = StragglerHedge(factor=2.0, cap=3)
+    for uid in range(MIN_SEEN):          # eight groups of 1 s: the median is 1 s
+        h.issued(uid, "a", 0.0)
+        h.finished(uid, 1.0)
+    for uid in range(10, 15):
+        h.issued(uid, "a", 10.0)
+    h.issued(20, "b", 10.0)              # domain b has no median yet: never a straggler
+    assert h.hedges(11.5) == 0           # in flight 1.5 s < 2 x 1 s
+    assert h.hedges(12.5) == 3           # five stragglers, capped at 3
+    assert h.hedges(12.5, batch_ready=True) == 0
+    for uid in range(10, 14):
+        h.finished(uid, 12.6)
+    assert h.hedges(12.7) == 1
+    assert StragglerHedge(factor=0.0, cap=4).hedges(0.0) == 4
