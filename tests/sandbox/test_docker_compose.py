@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
+from posttrain.sandbox.docker_cleanup import prune
 from posttrain.sandbox.pool import SandboxPool
 from posttrain.sandbox.reaper import reap
 from posttrain.tasks import read_task
@@ -107,7 +108,9 @@ time.sleep(600)
 """
 
 
-def test_killed_owner_leaves_nothing_after_the_reaper(task):
+@pytest.mark.parametrize("cleaner", ["reaper", "prune"])
+def test_killed_owner_leaves_nothing(task, cleaner):
+    """The next run's reaper, or `posttrain sandbox prune`, removes all of it."""
     code = CHILD.format(tests=str(Path(__file__).parents[1]), task=str(task.path))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              start_new_session=True)
@@ -117,7 +120,11 @@ def test_killed_owner_leaves_nothing_after_the_reaper(task):
         os.killpg(child.pid, signal.SIGKILL)          # mid-run: no close(), no atexit
         child.wait(timeout=30)
         assert left_by(project) != NOTHING            # the engine still holds it all
-        reap()
+        if cleaner == "reaper":
+            reap()
+        else:
+            removed = prune(older_than_days=1e6)
+            assert f"{project}_default" in removed["networks"] and removed["volumes"]
         assert left_by(project) == NOTHING
     finally:
         if child.poll() is None:

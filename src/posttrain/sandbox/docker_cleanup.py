@@ -30,7 +30,7 @@ def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
     """Remove posttrain containers whose owner process is gone and cached task images
     older than the cutoff (all of them with all_images); returns what was removed."""
     cli = engine.engine_cli()
-    removed = {"containers": [], "images": []}
+    removed = {"containers": [], "networks": [], "volumes": [], "images": []}
     out = engine.run(cli, "ps", "-a", "--filter", f"label={engine.LABEL}", "--format",
                      '{{.ID}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
     for line in out.splitlines():
@@ -45,15 +45,17 @@ def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
             name, _, owner = line.partition(" ")
             if not owner.isdigit() or not _alive(int(owner)):
                 engine.run(cli, kind, "rm", name, check=False)
-                removed.setdefault(f"{kind}s", []).append(name)
+                removed[f"{kind}s"].append(name)
     cutoff = time.time() - older_than_days * 86400
     out = engine.run(cli, "images", "--filter", f"label={engine.IMAGE_LABEL}", "--format",
-                     "{{.Repository}}:{{.Tag}}").stdout.decode()
-    for image in out.split():
-        created = engine.inspect(cli, image, "{{.Created}}")
+                     "{{.ID}} {{.Repository}}:{{.Tag}}").stdout.decode()
+    for line in out.splitlines():          # by id: an untagged (dangling) image has no name
+        image_id, _, name = line.partition(" ")
+        created = engine.inspect(cli, image_id, "{{.Created}}")
         if all_images or _timestamp(created) < cutoff:
-            if engine.run(cli, "rmi", image, check=False).returncode == 0:
-                removed["images"].append(image)
+            target = image_id if name == "<none>:<none>" else name
+            if engine.run(cli, "rmi", target, check=False).returncode == 0:
+                removed["images"].append(name)
     return removed
 
 
