@@ -104,7 +104,7 @@ class DockerSandbox(Sandbox):
         s = self.spec
         memory = s.memory_mb or DEFAULT_MEMORY_MB
         args = ["run", "-d", "--name", self.id, "--label", f"{engine.LABEL}={os.getpid()}",
-                *self._network_args(), "--init",
+                *self._network_args(), *engine.run_flags(self.cli), "--init",
                 "--hostname", "sandbox", "--ipc", "private", "--shm-size", f"{SHM_MB}m",
                 "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
                 "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
@@ -162,8 +162,12 @@ class DockerSandbox(Sandbox):
         self.spec.workdir = workdir
         # The main process (init, `sleep infinity`) is root without capabilities, so the
         # sandbox user cannot kill it (`kill -9 -1`) and stop the container.
-        engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
-                   "sleep", "infinity")
+        try:
+            engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
+                       "sleep", "infinity")
+        except SandboxError:          # `run` may have created the container before failing
+            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+            raise
         self._started = True
         self._find_cgroup()
 

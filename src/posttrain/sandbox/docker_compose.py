@@ -62,6 +62,9 @@ class ComposeProject:
 
     def __init__(self, cli: str, env_dir: Path, name: str, root: Path, limits: Limits,
                  env: dict[str, str]):
+        if os.path.basename(cli) == "podman":      # docker-compose speaks to dockerd only
+            raise SandboxError("multi-container tasks (docker-compose.yaml) need the Docker "
+                               "engine; under Podman they are not supported yet")
         self.cli, self.env_dir, self.name, self.limits = cli, Path(env_dir).resolve(), name, limits
         self.compose = compose_cli()
         self.file = root / "compose.yaml"
