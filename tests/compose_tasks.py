@@ -97,3 +97,61 @@ def write_sidecar_task(root: Path, name: str = "sidecar-token") -> Path:
     (d / "solution/solve.sh").write_text(f"#!/bin/bash\npython3 -c \"{FETCH}\" > /app/token.txt\n")
     (d / "tests/test.sh").write_text(TEST_SH)
     return d
+
+
+TB1_COMPOSE = '''services:
+  client:
+    build:
+      dockerfile: Dockerfile
+    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}
+    container_name: ${T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME}
+    command: ["sh", "-c", "sleep infinity"]
+    environment:
+      - TEST_DIR=${T_BENCH_TEST_DIR}
+      - API_URL=http://api:8080
+    volumes:
+      - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
+    depends_on:
+      - api
+  api:
+    build: ./api
+    image: ${T_BENCH_TASK_DOCKER_NAME_PREFIX}__api
+    container_name: ${T_BENCH_TASK_DOCKER_NAME_PREFIX}__api
+    healthcheck:
+      test: ["CMD", "python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/health')"]
+      interval: 1s
+      retries: 60
+'''
+
+TB1_TEST = '''import urllib.request
+from pathlib import Path
+
+
+def test_token_is_the_sidecars():
+    token = Path("/app/token.txt").read_text().strip()
+    answer = urllib.request.urlopen("http://api:8080/check?token=" + token, timeout=10).read()
+    assert answer == b"yes"
+'''
+
+
+def write_tb1_sidecar_task(root: Path, name: str = "tb1-sidecar-token") -> Path:
+    """The same task in Terminal-Bench 1's layout (client + api in docker-compose.yaml)."""
+    import yaml
+
+    from tb1_docker_tasks import HEAD, RUN_TESTS
+
+    d = Path(root) / name
+    (d / "tests").mkdir(parents=True)
+    (d / "api").mkdir()
+    (d / "task.yaml").write_text(yaml.safe_dump({
+        "instruction": "Fetch the token from $API_URL/token and write it to /app/token.txt.",
+        "difficulty": "easy", "max_agent_timeout_sec": 60, "max_test_timeout_sec": 60}))
+    (d / "Dockerfile").write_text(HEAD)
+    (d / "docker-compose.yaml").write_text(TB1_COMPOSE)
+    (d / "api/Dockerfile").write_text(
+        f"FROM {BASE}\nCOPY server.py /srv/server.py\nCMD [\"python3\", \"/srv/server.py\"]\n")
+    (d / "api/server.py").write_text(SERVER)
+    (d / "solution.sh").write_text(f"#!/bin/bash\npython3 -c \"{FETCH}\" > /app/token.txt\n")
+    (d / "run-tests.sh").write_text(RUN_TESTS)
+    (d / "tests/test_outputs.py").write_text(TB1_TEST)
+    return d

@@ -26,3 +26,17 @@ def test_sidecar_task_validates_ok(tmp_path, docker_engine):
     left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=com.docker.compose.project"],
                           capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def test_tb1_sidecar_task_imports_and_validates(tmp_path, docker_task_env):
+    from posttrain.tasks.tb1 import import_tb1
+
+    from compose_tasks import write_tb1_sidecar_task
+
+    write_tb1_sidecar_task(tmp_path / "tb1")
+    import_tb1(tmp_path / "tb1", tmp_path / "tasks")
+    cfg = ValidateConfig(oracle_runs=1, determinism_runs=1, max_mutants=0, backend="docker",
+                         probe_timeout_s=30)
+    [report] = validate_dirs(task_dirs(tmp_path / "tasks"), cfg, tmp_path / "state", jobs=1)
+    assert report.checks["oracle"].passed, report.checks["oracle"].reason
+    assert report.checks["nop"].passed, report.checks["nop"].reason
