@@ -129,3 +129,31 @@ def test_killed_owner_leaves_nothing(task, cleaner):
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("compose, says", [
+    ("services:\n  api:\n    image: {base}\n    command: [\"sh\", \"-c\", \"echo db gone; exit 3\"]\n",
+     "compose service"),
+    ("services:\n  api:\n    build: ./nowhere\n", "nowhere"),
+    ("services:\n  api: [not, a, service]\n", "compose config"),
+])
+def test_bad_sidecars_are_one_clear_line_and_leave_nothing(tmp_path, docker_engine, compose, says):
+    from posttrain.errors import SandboxError
+    from posttrain.sandbox import SandboxSpec, open_sandbox
+    from posttrain.sandbox.environment import prepare_environment
+
+    from compose_tasks import BASE
+
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "docker-compose.yaml").write_text(compose.format(base=BASE))
+    sb = open_sandbox("docker", SandboxSpec())
+    with pytest.raises(SandboxError) as e:
+        prepare_environment(env, sb)
+        sb.exec("true", timeout_s=60)
+    sb.close()
+    msg = str(e.value)
+    assert says in msg and "\n" not in msg, msg
+    if says == "compose service":
+        assert "exit 3" in msg and "db gone" in msg
+    assert left_by(sb.id) == NOTHING
