@@ -157,3 +157,28 @@ def test_bad_sidecars_are_one_clear_line_and_leave_nothing(tmp_path, docker_engi
     if says == "compose service":
         assert "exit 3" in msg and "db gone" in msg
     assert left_by(sb.id) == NOTHING
+
+
+def test_compose_only_task_with_a_prebuilt_main(tmp_path, docker_engine):
+    """No Dockerfile: main runs `main`'s image; a sidecar from an image, no build at all."""
+    from posttrain.sandbox import SandboxSpec, open_sandbox
+    from posttrain.sandbox.environment import prepare_environment
+
+    from compose_tasks import BASE
+
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "docker-compose.yaml").write_text(
+        f"services:\n  main:\n    image: {BASE}\n    environment:\n      WHO: main\n"
+        f"  web:\n    image: {BASE}\n    working_dir: /srv\n"
+        "    command: [\"sh\", \"-c\", \"echo hi > /srv/x && python3 -m http.server 8000\"]\n"
+        "    tmpfs: [/srv]\n")
+    with open_sandbox("docker", SandboxSpec()) as sb:
+        prepare_environment(env, sb)
+        get = "import urllib.request as u, time\nfor _ in range(100):\n    try:\n" \
+              "        print(u.urlopen('http://web:8000/x').read().decode()); break\n" \
+              "    except OSError:\n        time.sleep(0.1)\n"
+        r = sb.exec(f"echo $WHO; python3 - <<'EOF'\n{get}EOF", timeout_s=60)
+        assert r.stdout == "main\nhi\n\n", r
+        project = sb.id
+    assert left_by(project) == NOTHING

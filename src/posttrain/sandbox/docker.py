@@ -12,6 +12,9 @@ only for the command that asks. The image's own /app is copied into the host dir
 A timeout, an output flood or stop_processes() freezes the container and kills every
 process but its init from the host (a cancelled `docker exec` client leaves its
 process running); when the cgroup is not visible the container is killed and started.
+
+A task with environment/docker-compose.yaml also gets its sidecars (docker_compose.py):
+they start first, on the project's internal network, which this container then joins.
 """
 
 from __future__ import annotations
@@ -98,7 +101,6 @@ class DockerSandbox(Sandbox):
         if self.build is None and request.image:       # main from a prebuilt image
             self.image = docker_build.map_base(request.image, docker_build.base_map())
             docker_build.ensure_base(self.cli, self.image)
-            self.build = docker_build.Built(self.image, True, 0.0, Path(os.devnull))
 
     def _run_args(self) -> list[str]:
         s = self.spec
