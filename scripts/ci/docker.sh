@@ -14,6 +14,12 @@ mkdir -p "$CACHE"
 stop() {
   ids=$(docker ps -aq --filter label=posttrain.sandbox 2>/dev/null || true)
   [ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+  ids=$(podman ps -aq --filter label=posttrain.sandbox 2>/dev/null || true)
+  [ -z "$ids" ] || podman rm -f $ids >/dev/null 2>&1 || true
+  for kind in network volume; do     # what multi-container tasks left (compose projects)
+    ids=$(docker $kind ls -q --filter label=posttrain.sandbox 2>/dev/null || true)
+    [ -z "$ids" ] || docker $kind rm $ids >/dev/null 2>&1 || true
+  done
   if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
     kill "$(cat "$PIDFILE")"
     for _ in $(seq 50); do kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break; sleep 0.2; done
@@ -23,10 +29,15 @@ stop() {
 }
 [ "${1:-}" = stop ] && { stop; exit 0; }
 
-if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+# docker-compose: Debian bookworm's 1.29 (the compose v2 plugin is not packaged for bookworm
+# and cannot be downloaded here); it drives the sidecars of multi-container tasks.
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
+    || ! command -v docker-compose >/dev/null || ! command -v podman >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq docker.io debootstrap >/dev/null
+  apt-get install -y -qq docker.io debootstrap docker-compose >/dev/null
+  # Podman (4.3) behind the same backend, tested by tests/sandbox/test_podman.py.
+  apt-get install -y -qq --no-install-recommends podman catatonit >/dev/null
 fi
 
 if ! docker version >/dev/null 2>&1; then
@@ -51,4 +62,14 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   docker import -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     -c 'CMD ["bash"]' "$tarball" "$BASE" >/dev/null
 fi
-echo "docker.sh: engine $(docker version --format '{{.Server.Version}}'), base image $BASE"
+if ! podman image exists "$BASE" 2>/dev/null; then      # the same base image for Podman
+  if [ -s "$CACHE/bookworm-minbase.tar" ]; then
+    podman import -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      -c 'CMD ["bash"]' "$CACHE/bookworm-minbase.tar" "$BASE" >/dev/null
+  else
+    docker save "$BASE" | podman load -q >/dev/null
+  fi
+fi
+echo "docker.sh: engine $(docker version --format '{{.Server.Version}}'), base image $BASE," \
+  "$(docker-compose version --short 2>/dev/null | sed 's/^/compose /'),"\
+  "$(podman version --format '{{.Client.Version}}' 2>/dev/null | sed 's/^/podman /')"

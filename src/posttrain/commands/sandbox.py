@@ -90,11 +90,12 @@ def prune(
     older_than_days: float = typer.Option(7.0, help="Remove cached task images older than this."),
     all_images: bool = typer.Option(False, "--all", help="Remove every cached task image."),
 ) -> None:
-    """Docker backend cleanup: containers whose owner died, and old cached task images."""
+    """Docker backend cleanup: containers (and compose networks, volumes) whose owner died,
+    and old cached task images."""
     from posttrain.sandbox.docker_cleanup import prune as prune_docker
 
     removed = prune_docker(older_than_days, all_images)
-    print(f"removed {len(removed['containers'])} containers, {len(removed['images'])} images")
+    print("removed " + ", ".join(f"{len(v)} {kind}" for kind, v in removed.items()))
 
 
 def register(app: typer.Typer) -> None:

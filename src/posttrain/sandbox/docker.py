@@ -12,6 +12,9 @@ only for the command that asks. The image's own /app is copied into the host dir
 A timeout, an output flood or stop_processes() freezes the container and kills every
 process but its init from the host (a cancelled `docker exec` client leaves its
 process running); when the cgroup is not visible the container is killed and started.
+
+A task with environment/docker-compose.yaml also gets its sidecars (docker_compose.py):
+they start first, on the project's internal network, which this container then joins.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox import docker_build, docker_engine as engine, hostdir
+from posttrain.sandbox import docker_build, docker_compose, docker_engine as engine, hostdir
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 from posttrain.sandbox.capture import capture
+from posttrain.sandbox.compose_policy import Limits
 from posttrain.sandbox.docker_cgroup import ContainerCgroup
 from posttrain.types import ExecResult
 
@@ -55,6 +59,7 @@ class DockerSandbox(Sandbox):
         hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs)
         self.image, self.build = DEFAULT_IMAGE, None
         self.cgroup: ContainerCgroup | None = None
+        self.compose: docker_compose.ComposeProject | None = None
         self._started = self._closed = False
         self.enforcement = {"memory": "docker cgroup", "pids": "docker cgroup",
                             "disk": "tmpfs" if self.tmpfs else "none",
@@ -66,15 +71,42 @@ class DockerSandbox(Sandbox):
         return self.as_root or self.verifier_root
 
     def build_environment(self, env_dir: Path) -> None:
-        """Build (or take from the cache) the image of the task's environment/."""
-        self.build = docker_build.build(self.cli, Path(env_dir), self.spec.build_timeout_s or 600)
-        self.image = self.build.image
+        """Build (or take from the cache) the image of the task's environment/, and prepare
+        its sidecars when it has a docker-compose.yaml (docker_compose.py)."""
+        if self._started:            # a pooled sandbox given a task: start afresh from its image
+            self._remove_containers()
+        env_dir, self.image, self.build = Path(env_dir), DEFAULT_IMAGE, None
+        if (env_dir / "Dockerfile").is_file():
+            self.build = docker_build.build(self.cli, env_dir, self.spec.build_timeout_s or 600)
+            self.image = self.build.image
+        if docker_compose.compose_file(env_dir):
+            self._prepare_compose(env_dir)
+
+    def _prepare_compose(self, env_dir: Path) -> None:
+        s = self.spec
+        limits = Limits(s.memory_mb or DEFAULT_MEMORY_MB, s.pids or DEFAULT_PIDS, s.cpus,
+                        s.network == "public", {engine.LABEL: str(os.getpid())})
+        harbor = {"MAIN_IMAGE_NAME": self.image, "CONTEXT_DIR": str(env_dir.resolve()),
+                  "CPUS": str(s.cpus or 1), "MEMORY": f"{limits.memory_mb}M"}
+        for var, path in (("VERIFIER_LOGS", "logs/verifier"), ("AGENT_LOGS", "logs/agent"),
+                          ("ARTIFACTS", "logs/artifacts")):     # Harbor's names
+            harbor[f"ENV_{var}_PATH"], harbor[f"HOST_{var}_PATH"] = f"/{path}", str(self.root / path)
+        self.compose = docker_compose.ComposeProject(self.cli, env_dir, self.id, self.root,
+                                                     limits, {**s.env, **harbor})
+        hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs,
+                            compose_project=self.id)
+        request = self.compose.prepare(s.build_timeout_s or 600)
+        s.env.update(request.environment)
+        s.workdir = request.working_dir or s.workdir
+        if self.build is None and request.image:       # main from a prebuilt image
+            self.image = docker_build.map_base(request.image, docker_build.base_map())
+            docker_build.ensure_base(self.cli, self.image)
 
     def _run_args(self) -> list[str]:
         s = self.spec
         memory = s.memory_mb or DEFAULT_MEMORY_MB
         args = ["run", "-d", "--name", self.id, "--label", f"{engine.LABEL}={os.getpid()}",
-                "--network", "bridge" if s.network == "public" else "none", "--init",
+                *self._network_args(), *engine.run_flags(self.cli), "--init",
                 "--hostname", "sandbox", "--ipc", "private", "--shm-size", f"{SHM_MB}m",
                 "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
                 "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
@@ -92,6 +124,11 @@ class DockerSandbox(Sandbox):
         for k, v in s.env.items():
             args += ["-e", f"{k}={v}"]
         return args
+
+    def _network_args(self) -> list[str]:
+        if self.compose:              # the project's network; sidecars reach it as `main`
+            return ["--network", self.compose.network, "--network-alias", "main"]
+        return ["--network", "bridge" if self.spec.network == "public" else "none"]
 
     def _user(self, verifier: bool) -> str:
         if self.verifier_root if verifier else self.as_root:
@@ -122,11 +159,17 @@ class DockerSandbox(Sandbox):
         elif not engine.image_exists(self.cli, self.image):
             docker_build.ensure_base(self.cli, self.image)
         workdir = engine.inspect(self.cli, self.image, "{{.Config.WorkingDir}}") or self.spec.workdir
+        if self.compose:
+            self.compose.up()
         self.spec.workdir = workdir
         # The main process (init, `sleep infinity`) is root without capabilities, so the
         # sandbox user cannot kill it (`kill -9 -1`) and stop the container.
-        engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
-                   "sleep", "infinity")
+        try:
+            engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
+                       "sleep", "infinity")
+        except SandboxError:          # `run` may have created the container before failing
+            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+            raise
         self._started = True
         self._find_cgroup()
 
@@ -142,6 +185,15 @@ class DockerSandbox(Sandbox):
         done = engine.run(self.cli, "inspect", "--format", "{{.State.Running}}", self.id,
                           check=False, timeout=30)
         return done.stdout.decode().strip() == "true"
+
+    def _remove_containers(self) -> None:
+        """The main container and the compose project, if any; the next exec starts anew."""
+        if self._started:
+            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+        if self.compose:
+            self.compose.down()
+            self.compose = None
+        self._started, self.cgroup = False, None
 
     def host_path(self, sandbox_path: str) -> Path:
         return hostdir.sandbox_path(self.root, sandbox_path)
@@ -223,8 +275,7 @@ class DockerSandbox(Sandbox):
         if self._closed:
             return
         self._closed = True
-        if self._started:
-            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+        self._remove_containers()
         hostdir.remove_root(self.root, self.tmpfs)
         if self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)

@@ -129,12 +129,12 @@ def ensure_base(cli: str, image: str) -> None:
             f"or map it to a local image with POSTTRAIN_DOCKER_BASE_MAP='{image}=LOCAL_IMAGE'")
 
 
-def build(cli: str, env_dir: Path, timeout_s: float) -> Built:
+def build(cli: str, env_dir: Path, timeout_s: float, dockerfile_name: str = "Dockerfile") -> Built:
     """The image for env_dir: from the cache when its content was built before."""
     env_dir = Path(env_dir)
-    dockerfile = env_dir / "Dockerfile"
+    dockerfile = env_dir / dockerfile_name
     if not dockerfile.is_file():
-        raise SandboxError(f"{env_dir}: no Dockerfile to build")
+        raise SandboxError(f"{env_dir}: no {dockerfile_name} to build")
     mapping, with_ca = base_map(), pass_proxy()
     text, bases = rewrite(dockerfile.read_text(encoding="utf-8"), mapping, with_ca)
     digest = context_hash(env_dir, f"{text}\0{with_ca}")
@@ -147,8 +147,9 @@ def build(cli: str, env_dir: Path, timeout_s: float) -> Built:
     with tempfile.TemporaryDirectory(prefix="posttrain-build-") as tmp:
         ctx = Path(tmp) / "context"
         shutil.copytree(env_dir, ctx, symlinks=True)
-        (ctx / "Dockerfile").write_text(text)
-        args = ["build", "--force-rm", "-t", image, "--label", f"{engine.IMAGE_LABEL}={digest}"]
+        (ctx / dockerfile_name).write_text(text)
+        args = ["build", "--force-rm", "-t", image, "--label", f"{engine.IMAGE_LABEL}={digest}",
+                "-f", str(ctx / dockerfile_name)]
         if with_ca:
             shutil.copyfile(host_ca_bundle(), ctx / CA_NAME)
             if (ctx / ".dockerignore").is_file():

@@ -18,11 +18,19 @@ def remove_container(name: str) -> None:
         subprocess.run([cli, "rm", "-f", name], capture_output=True, timeout=120)
 
 
+def remove_compose_project(name: str) -> None:
+    cli = shutil.which("docker")
+    if cli:
+        from posttrain.sandbox.docker_compose import remove_project
+
+        remove_project(cli, name)
+
+
 def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
     """Remove posttrain containers whose owner process is gone and cached task images
     older than the cutoff (all of them with all_images); returns what was removed."""
     cli = engine.engine_cli()
-    removed = {"containers": [], "images": []}
+    removed = {"containers": [], "networks": [], "volumes": [], "images": []}
     out = engine.run(cli, "ps", "-a", "--filter", f"label={engine.LABEL}", "--format",
                      '{{.ID}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
     for line in out.splitlines():
@@ -30,14 +38,24 @@ def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
         if not owner.isdigit() or not _alive(int(owner)):
             engine.run(cli, "rm", "-f", cid, check=False)
             removed["containers"].append(cid)
+    for kind in ("network", "volume"):     # a multi-container task's, by their owner label
+        out = engine.run(cli, kind, "ls", "--filter", f"label={engine.LABEL}", "--format",
+                         '{{.Name}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
+        for line in out.splitlines():
+            name, _, owner = line.partition(" ")
+            if not owner.isdigit() or not _alive(int(owner)):
+                engine.run(cli, kind, "rm", name, check=False)
+                removed[f"{kind}s"].append(name)
     cutoff = time.time() - older_than_days * 86400
     out = engine.run(cli, "images", "--filter", f"label={engine.IMAGE_LABEL}", "--format",
-                     "{{.Repository}}:{{.Tag}}").stdout.decode()
-    for image in out.split():
-        created = engine.inspect(cli, image, "{{.Created}}")
+                     "{{.ID}} {{.Repository}}:{{.Tag}}").stdout.decode()
+    for line in out.splitlines():          # by id: an untagged (dangling) image has no name
+        image_id, _, name = line.partition(" ")
+        created = engine.inspect(cli, image_id, "{{.Created}}")
         if all_images or _timestamp(created) < cutoff:
-            if engine.run(cli, "rmi", image, check=False).returncode == 0:
-                removed["images"].append(image)
+            target = image_id if name == "<none>:<none>" else name
+            if engine.run(cli, "rmi", target, check=False).returncode == 0:
+                removed["images"].append(name)
     return removed
 
 

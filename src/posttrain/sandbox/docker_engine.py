@@ -68,3 +68,17 @@ def image_exists(cli: str, image: str) -> bool:
 
 def inspect(cli: str, what: str, fmt: str) -> str:
     return run(cli, "inspect", "--format", fmt, what, timeout=30).stdout.decode().strip()
+
+
+def run_flags(cli: str) -> list[str]:
+    """Flags one engine needs that another does not. Podman raises the container's
+    RLIMIT_NOFILE and RLIMIT_NPROC to its own defaults, which fails where the host denies
+    CAP_SYS_RESOURCE (this kind of machine); so under Podman they stay at the host's open
+    files limit and 4096 processes per uid (the cgroup pids limit still bounds the sandbox)."""
+    if os.path.basename(cli) != "podman":
+        return []
+    import resource
+
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = 1048576 if nofile == resource.RLIM_INFINITY else min(nofile, 1048576)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", "nproc=4096:4096"]

@@ -20,6 +20,7 @@ from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox
 
 PLAIN_BASES = ("debian", "ubuntu", "buildpack-deps")
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml")  # Harbor's names (docker backend)
 
 
 def parse_dockerfile(text: str) -> list[tuple[str, str]]:
@@ -43,13 +44,18 @@ def parse_dockerfile(text: str) -> list[tuple[str, str]]:
 
 
 def prepare_environment(env_dir: Path, sandbox: Sandbox) -> None:
-    """Copy files and set ENV/WORKDIR from env_dir/Dockerfile; no Dockerfile, nothing to do."""
+    """Copy files and set ENV/WORKDIR from env_dir/Dockerfile; no Dockerfile, nothing to do.
+    A docker-compose.yaml (a multi-container task) needs a backend that builds images."""
     dockerfile = Path(env_dir) / "Dockerfile"
-    if not dockerfile.is_file():
-        return
+    compose = any((Path(env_dir) / name).is_file() for name in COMPOSE_FILES)
     build = getattr(sandbox, "build_environment", None)
-    if build is not None:           # a backend that builds images (docker) takes it whole
-        build(Path(env_dir))
+    if build is not None and (compose or dockerfile.is_file()):
+        build(Path(env_dir))        # a backend that builds images (docker) takes it whole
+        return
+    if compose:
+        raise SandboxError(f"{env_dir}: a multi-container task (docker-compose.yaml) needs the "
+                           "docker backend")
+    if not dockerfile.is_file():
         return
     for word, args in parse_dockerfile(dockerfile.read_text()):
         if word == "FROM":

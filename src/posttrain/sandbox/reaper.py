@@ -79,6 +79,10 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
         from posttrain.sandbox.docker_cleanup import remove_container
 
         remove_container(record["container"])
+    if record.get("compose_project"):    # a multi-container task: its sidecars, network, volumes
+        from posttrain.sandbox.docker_cleanup import remove_compose_project
+
+        remove_compose_project(record["compose_project"])
     for path in record.get("cgroups", []):
         report.processes_killed += _remove_cgroup(Path(path))
         report.cgroups_removed += 1

@@ -9,7 +9,8 @@ goes to environment/ beside the Dockerfile and COPY paths keep working. TB1 test
 usually install pytest from the network, so imported tasks ask for network_mode public.
 TB1 ran its tests as root (they may write outside /app), so the verifier user is root;
 the agent keeps the backend's unprivileged default. Keystroke solutions and heredoc
-COPY are converted (tb1_fidelity.py); run-tests.sh needs no run bit (bash runs it).
+COPY are converted (tb1_fidelity.py); run-tests.sh needs no run bit (bash runs it). A
+docker-compose.yaml with sidecar services becomes Harbor's (tb1_compose.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import yaml
 from posttrain.errors import TaskError
 from posttrain.tasks.config import TaskConfig
 from posttrain.tasks.task import dump_config
+from posttrain.tasks.tb1_compose import harbor_compose
 from posttrain.tasks.tb1_fidelity import expand_heredocs, keystrokes
 
 TB1_FILES = ("task.yaml", "solution.sh", "solution.yaml", "run-tests.sh", "tests",
@@ -125,6 +127,12 @@ def import_task(src: Path, out_root: Path) -> Path:
         else:
             shutil.copy2(p, env / p.name, follow_symlinks=False)
     expand_heredocs(env / "Dockerfile")
+    for name in ("docker-compose.yaml", "docker-compose.yml"):
+        if (src / name).is_file():      # sidecar services: Harbor's layout (tb1_compose.py)
+            compose = harbor_compose((src / name).read_text(encoding="utf-8"), src.name)
+            if compose:
+                (env / "docker-compose.yaml").write_text(compose)
+            break
     _solution(src, dest / "solution")
     tests = dest / "tests"
     if (src / "tests").is_dir():
