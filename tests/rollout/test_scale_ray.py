@@ -101,3 +101,27 @@ def test_resources_that_can_never_be_granted_fail_at_start(make_parts, field):
     bad = CLUSTER.model_copy(update={field: {"fake_gpu": 4}})
     with RayExecutor(bad) as ex, pytest.raises(PosttrainError, match="can never be satisfied"):
         ex.wrap(env, engine)
+
+
+def test_resources_held_by_other_jobs_fail_after_the_start_timeout_not_hang(make_parts):
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    env, _, engine = make_parts()
+    held = placement_group([{"fake_gpu": 2}])  # another job holds every GPU stand-in
+    assert held.wait(timeout_seconds=30)
+    try:
+        slow = CLUSTER.model_copy(update={"start_timeout_s": 2})
+        with RayExecutor(slow) as ex, pytest.raises(PosttrainError, match="did not grant .* within 2 s"):
+            ex.wrap(env, engine)
+    finally:
+        remove_placement_group(held)
+
+
+def test_trainer_ranks_that_cannot_start_are_refused_before_any_rank_runs(make_parts):
+    from posttrain.train.ranks import RankedTrainer
+
+    _, model, _ = make_parts()
+    with pytest.raises(PosttrainError, match="can never be satisfied"):
+        RankedTrainer(model, 0, OptimConfig(fused=False), 2, 0.5, {"fake_gpu": 8})
+    with pytest.raises(PosttrainError, match="3 trainer ranks do not divide the model's shards"):
+        RankedTrainer(model, 0, OptimConfig(fused=False), 3, 0.5)

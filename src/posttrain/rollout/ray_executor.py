@@ -121,7 +121,7 @@ class RayExecutor:
 
         pool = ActorPool(spawn, c.engine_replicas, "engine", self.log_dir, c.max_restarts,
                          c.heartbeat_s, c.start_timeout_s)
-        pool.start(ray.put(_state(model)), version)
+        pool.launch(ray.put(_state(model)), version)
         return pool
 
     def _start_sandboxes(self, env) -> ActorPool:
@@ -136,7 +136,7 @@ class RayExecutor:
 
         pool = ActorPool(spawn, c.sandbox_actors, "sandbox", self.log_dir, c.max_restarts,
                          c.heartbeat_s, c.start_timeout_s)
-        pool.start()
+        pool.launch()
         return pool
 
     def wrap(self, env, engine) -> tuple:
@@ -146,6 +146,8 @@ class RayExecutor:
                     f"cluster.engine_replicas={c.engine_replicas} and cluster.sandbox_actors={c.sandbox_actors}")
         self.replicas = self._start_replicas(engine.engine.model, engine.engine.tokenizer, engine.policy_version)
         self.sandboxes = self._start_sandboxes(env)
+        self.replicas.ready()  # both kinds start side by side
+        self.sandboxes.ready()
         return RemoteEnv(env, self.sandboxes, self.replicas), RemoteEngine(engine, self.replicas, self.sandboxes)
 
     def metrics(self) -> dict:

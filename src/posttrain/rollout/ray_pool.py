@@ -55,12 +55,16 @@ class ActorPool:
     def log_path(self, slot: Slot) -> Path | None:
         return self.log_dir / f"{slot.name}.log" if self.log_dir else None
 
-    def start(self, *state) -> None:
-        import ray
-
+    def launch(self, *state) -> None:
+        """Ask for every actor (they start meanwhile: call `ready` next)."""
         self.state = state
         for s in self.slots:
             s.actor = self._spawn(s, *state)
+
+    def ready(self) -> None:
+        """Wait until every actor answers, then start the heartbeat."""
+        import ray
+
         for s in self.slots:
             s.where = self._where(s, ray)
         self._heartbeat.start()
