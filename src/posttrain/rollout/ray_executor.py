@@ -151,9 +151,11 @@ class RayExecutor:
         return RemoteEnv(env, self.sandboxes, self.replicas), RemoteEngine(engine, self.replicas, self.sandboxes)
 
     def metrics(self) -> dict:
-        pools = [p for p in (self.sandboxes, self.replicas) if p is not None]
-        return {k: v for p in pools for k, v in p.metrics().items() if not k.startswith("actor_engine-")
-                or k.endswith("_restarts_total")}
+        """Sandbox actors' wave seconds and waves; restarts of both kinds."""
+        if self.sandboxes is None or self.replicas is None:
+            return {}
+        replicas = {k: v for k, v in self.replicas.metrics().items() if k.endswith("_restarts_total")}
+        return self.sandboxes.metrics() | replicas
 
     def restarts(self) -> dict[str, int]:
         """Replacements so far, per actor kind."""

@@ -36,6 +36,7 @@ class Slot:
     where: dict = field(default_factory=dict)
     restarts: int = 0
     busy: bool = False
+    starting: bool = False    # a replacement is starting: the heartbeat leaves it alone
     wave_s: float = 0.0       # since the last metrics() call
     waves: int = 0
 
@@ -116,7 +117,7 @@ class ActorPool:
                         f"pid {slot.where.get('pid', '?')}) died {slot.restarts + 1} times; last: "
                         f"{type(why).__name__}: {str(why)[:300]}\nlast log lines:\n{tail(self.log_path(slot))}")
                 slot.restarts += 1
-                seen = slot.restarts
+                seen, slot.starting = slot.restarts, True
                 with quiet():
                     ray.kill(slot.actor, no_restart=True)
                 slot.actor = self._spawn(slot, *self.state)
@@ -125,6 +126,8 @@ class ActorPool:
                 return
             except ActorFailed as e:
                 why = e
+            finally:
+                slot.starting = False
 
     def publish(self, *state) -> None:
         """Every live actor takes the new state (`update_weights`); a dead one gets it when
@@ -143,12 +146,12 @@ class ActorPool:
 
         while not self._closed.wait(self.heartbeat_s):
             with self.lock:
-                idle = [(s, s.restarts) for s in self.slots if not s.busy]
+                idle = [(s, s.restarts) for s in self.slots if not s.busy and not s.starting]
                 for s, _ in idle:
                     s.busy = True  # nobody takes it while it is checked
             for s, seen in idle:
                 try:
-                    ray.get(s.actor.ping.remote(), timeout=max(self.heartbeat_s * 5, 5.0))
+                    ray.get(s.actor.ping.remote(), timeout=max(self.heartbeat_s * 5, 10.0))
                 except Exception as e:
                     if self._closed.is_set():
                         break
