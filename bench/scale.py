@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/bench-scale"))
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
+    load0 = os.getloadavg()[0]
     out = args.out.resolve()
     tasks = slow_verifier_tasks(out / "tasks", size["n_tasks"], 0, 0.5, 2.0)
     base = [f'runs_dir="{out}"', "threads=1", 'tasks.kind="dir"', f'tasks.path="{tasks}"', "tasks.n_eval=0",
@@ -61,17 +63,18 @@ def main() -> None:
               "runs": {k: {x: v[x] for x in ("trajectories", "rl_wall_s", "trajectories_per_s", "generated",
                                              "generated_per_s", "trainer_idle_frac", "staleness_mean")}
                        for k, v in runs.items()},
-              "settings": {**size, "engine_replicas": 1, "verifier_sleep_s": [0.5, 2.0], "max_staleness": 2, "overprovision": 2},
-              "cpu": cpu_info()}
+              "settings": {**size, "engine_replicas": 1, "verifier_sleep_s": [0.5, 2.0], "max_staleness": 2,
+                           "overprovision": 2},
+              "cpu": cpu_info() | {"loadavg_1m": [load0, os.getloadavg()[0]]}}
+    if args.json:  # first, so a printing error cannot lose the numbers
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
     print(f"{'run':<8} {'traj':>5} {'wall s':>7} {'traj/s':>7} {'episodes/s':>10}")
     for k, v in result["runs"].items():
         print(f"{k:<8} {v['trajectories']:>5} {v['rl_wall_s']:>7.1f} {v['trajectories_per_s']:>7.3f} "
               f"{v['generated_per_s']:>10.3f}")
     print(f"ray_vs_local = {result['ray_vs_local']}x   sandbox_actors_{n}_vs_1 = "
-          f"{result[f'sandbox_actors_{n}_vs_1']}x   ({result['cpu']['model_name']})")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+          f"{result[f'sandbox_actors_{n}_vs_1']}x   ({result['cpu']['model']})")
 
 
 if __name__ == "__main__":
