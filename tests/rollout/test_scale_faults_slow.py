@@ -1,7 +1,8 @@
-"""The fault matrix on one Ray cluster (2 CPUs, a GPU stand-in): rollout workers and trainer
-ranks killed with ray.kill and os._exit at random points, 10 times per kind across runs;
-every run completes, and the ledger shows no group lost and none trained twice (a second
-train raises). Synchronous runs also give exactly the metrics of an undisturbed run."""
+"""The fault matrix on one Ray cluster (2 CPUs, a GPU stand-in): sandbox actors, engine
+replicas and trainer ranks killed with ray.kill and os._exit at random points, 10 times per
+kind across runs; every run completes, and the ledger shows no group lost and none trained
+twice (a second train raises). Synchronous runs also give exactly the metrics of an
+undisturbed run (so every new engine replica got the current weights before it served)."""
 
 import json
 import os
@@ -23,8 +24,8 @@ from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
 pytestmark = pytest.mark.slow
 KILLS_PER_KIND = 10
 STEPS = 150  # long enough for every kill (a replacement takes seconds to start)
-CLUSTER = ClusterConfig(executor="ray", rollout_actors=2, actor_cpus=0.5, actor_resources={"fake_gpu": 1},
-                        heartbeat_s=0.5, start_timeout_s=60)
+CLUSTER = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.5, engine_replicas=2, engine_cpus=0.5,
+                        engine_resources={"fake_gpu": 1}, heartbeat_s=0.5, start_timeout_s=60)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -70,7 +71,7 @@ class Killer(threading.Thread):
             self.done.append((name, how))
 
 
-def run_pipeline(make_parts, killer=None, **cfg):
+def run_pipeline(make_parts, killers=(), **cfg):
     from posttrain.rollout.config import RolloutConfig
     from posttrain.rollout.pipeline import Pipeline
     from posttrain.schedule.sampler import TaskSampler
@@ -83,26 +84,29 @@ def run_pipeline(make_parts, killer=None, **cfg):
         rc = RolloutConfig(groups_per_step=2, group_size=env.group_size, **cfg)
         pipe = Pipeline(env, engine, trainer, TaskSampler(env.task_ids, 0), rc, RLConfig(tis="token"))
         rows = []
-        if killer:
-            killer.start()
+        for k in killers:
+            k.start()
         try:
             pipe.run(lambda i, stats: rows.append({k: v for k, v in stats.items() if not timing(k)}))
         finally:
-            if killer:
-                killer.stop.set()
-                killer.join()
-        restarts = sum(s.restarts for s in ex.pool.slots)
+            for k in killers:
+                k.stop.set()
+                k.join()
+        restarts = ex.restarts()
     return pipe, rows, restarts
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_rollout_workers_killed_at_random_points(make_parts, mode):
+def test_sandbox_actors_and_engine_replicas_killed_at_random_points(make_parts, mode):
     kw = dict(steps=STEPS, max_staleness=0) if mode == "sync" else dict(
         steps=STEPS, max_staleness=1, workers=2, groups_per_wave=1)
-    killer = Killer("rollout", KILLS_PER_KIND // 2, seed=len(mode), lo=0.05, hi=0.6)
-    pipe, rows, restarts = run_pipeline(make_parts, killer, **kw)
-    assert len(killer.done) == KILLS_PER_KIND // 2, "the run ended before every kill"
-    assert len(rows) == STEPS and restarts >= len(killer.done)
+    killers = [Killer(kind, KILLS_PER_KIND // 2, seed=len(mode) + 7 * i, lo=0.05, hi=0.8)
+               for i, kind in enumerate(["-sandbox-", "-engine-"])]
+    pipe, rows, restarts = run_pipeline(make_parts, killers, **kw)
+    for k, kind in zip(killers, ["sandbox", "engine"]):
+        assert len(k.done) == KILLS_PER_KIND // 2, f"the run ended before every {kind} kill"
+        assert restarts[kind] >= len(k.done)
+    assert len(rows) == STEPS
     audit = pipe.audit()
     assert audit["lost"] == [] and audit["trained"] == sum(r["groups"] for r in rows)
     if mode == "sync":
@@ -114,7 +118,7 @@ SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0
             "policy.sft_steps=0", "policy.vocab_size=300", "rollout.max_staleness=0",
             "rollout.groups_per_step=2", "rollout.group_size=3", "rollout.checkpoint_every=1",
             'cluster.executor="ray"', "cluster.trainer_ranks=2", "cluster.rank_failures=20",
-            "cluster.start_timeout_s=60", "cluster.rollout_actors=1"]
+            "cluster.start_timeout_s=60", "cluster.sandbox_actors=1", "cluster.engine_replicas=1"]
 
 
 def metrics(run_dir):

@@ -44,7 +44,8 @@ def test_two_fsdp2_ranks_follow_one_process_and_resume_on_one(batches, tmp_path)
     model, steps = batches
     one = PolicyTrainer(copy.deepcopy(model), 0, OPTIM)
     curve_one = [one.rl_step(b, ALGO) for b in steps]
-    ranked = RankedTrainer(copy.deepcopy(model), 0, OPTIM, ranks=2, log_dir=tmp_path)
+    ranked = RankedTrainer(copy.deepcopy(model), 0, OPTIM, ranks=2, log_dir=tmp_path,
+                           timeout_s=180)  # 60 s ran out once at load 13
     try:
         curve_two = []
         for i, b in enumerate(steps):

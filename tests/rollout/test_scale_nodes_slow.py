@@ -1,6 +1,7 @@
-"""Several simulated nodes (ray.cluster_utils.Cluster): the rollout workers' node is lost
-mid-run; their placement group moves to the other node, the workers are replaced there with
-the current weights, and the synchronous run ends with exactly the local executor's metrics."""
+"""Several simulated nodes (ray.cluster_utils.Cluster): the engine replica's node is lost
+mid-run; its placement group moves to the other node, the replica is replaced there with the
+current weights (and any sandbox actor that was on the lost node too), and the synchronous run
+ends with exactly the local executor's metrics."""
 
 import pytest
 
@@ -52,22 +53,24 @@ def run(make_parts, executor=None, on_step=None):
     return pipe, rows
 
 
-def test_losing_the_workers_node_moves_them_and_the_run_goes_on(make_parts, cluster):
+def test_losing_the_engines_node_moves_it_and_the_run_goes_on(make_parts, cluster):
     c, nodes = cluster
     _, local = run(make_parts)
-    cfg = ClusterConfig(executor="ray", rollout_actors=2, actor_cpus=0.5, actor_resources={"fake_gpu": 0.5},
-                        start_timeout_s=120, heartbeat_s=0.5)
+    cfg = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.25, engine_replicas=1, engine_cpus=0.5,
+                        engine_resources={"fake_gpu": 0.5}, start_timeout_s=120, heartbeat_s=0.5)
     with RayExecutor(cfg) as ex:
         lost = []
 
         def lose_node(step):
             if step == 2:
-                where = ex.pool.slots[0].where["node"]
+                where = ex.replicas.slots[0].where["node"]
                 node = next(n for n in nodes if n.node_id == where)
                 c.remove_node(node)
                 lost.append(where)
         pipe, rows = run(make_parts, ex, lose_node)
-        after = {s.where["node"] for s in ex.pool.slots}
+        after = {s.where["node"] for pool in (ex.replicas, ex.sandboxes) for s in pool.slots}
+        restarts = ex.restarts()
     assert rows == local
-    assert lost and lost[0] not in after  # every worker now runs on the surviving node
+    assert lost and lost[0] not in after  # every actor now runs on the surviving node
+    assert restarts["engine"] >= 1
     assert pipe.audit()["lost"] == []

@@ -1,6 +1,7 @@
-"""The unchanged pipeline on the Ray executor: rollout workers are actors (one Ray per module,
-2 CPUs and a GPU stand-in), sync runs equal the local executor's, a worker killed mid-run is
-replaced and its wave runs again, and resources that can never be granted fail at start."""
+"""The unchanged pipeline on the Ray executor: sandbox actors and engine replicas are actors
+(one Ray per module, 2 CPUs and a GPU stand-in), sync runs equal the local executor's, a sandbox
+actor or engine replica killed mid-run is replaced (a replica with the current weights) and its
+wave runs again, and resources that can never be granted fail at start."""
 
 import json
 
@@ -19,8 +20,8 @@ from posttrain.schedule.sampler import TaskSampler  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a Ray start and actor starts: about a minute on 2 busy cores
-CLUSTER = ClusterConfig(executor="ray", rollout_actors=2, actor_cpus=0.5,
-                        actor_resources={"fake_gpu": 1}, start_timeout_s=20, heartbeat_s=0.5)
+CLUSTER = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.5, engine_replicas=2, engine_cpus=0.5,
+                        engine_resources={"fake_gpu": 1}, start_timeout_s=30, heartbeat_s=0.5)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -62,8 +63,10 @@ def test_sync_run_on_ray_equals_the_local_run_and_the_ledger_balances(make_parts
     assert remote == local
     audit = pipe.audit()
     assert audit["lost"] == [] and audit["trained"] == 6
-    assert set(per_actor) >= {"actor_rollout-0_wave_s", "actor_rollout-1_restarts_total"}
-    assert "weights v3" in (tmp_path / "actors" / "rollout-0.log").read_text()
+    assert set(per_actor) >= {"actor_sandbox-0_wave_s", "actor_sandbox-1_restarts_total",
+                              "actor_engine-1_restarts_total"}
+    assert "weights v3" in (tmp_path / "actors" / "engine-0.log").read_text()
+    assert "on engine-0" in (tmp_path / "actors" / "sandbox-0.log").read_text()  # sandbox i -> replica i
 
 
 def test_async_on_ray_trains_each_group_once(make_parts, tmp_path):
@@ -76,21 +79,49 @@ def test_async_on_ray_trains_each_group_once(make_parts, tmp_path):
     assert len(trained) == len(set(trained)) == pipe.audit()["trained"]
 
 
-def test_a_worker_killed_mid_run_is_replaced_and_its_wave_runs_again(make_parts, tmp_path):
+@pytest.mark.parametrize("kind", ["sandbox", "engine"])
+def test_an_actor_killed_mid_run_is_replaced_and_its_wave_runs_again(make_parts, tmp_path, kind):
     def kill(step, pipe):
-        if step in (0, 1):
-            slot = ex.pool.slots[0]
-            ray.kill(slot.actor, no_restart=True)
+        if step in (0, 1):  # between steps: the next wave finds it dead (or the heartbeat does first)
+            pool = ex.sandboxes if kind == "sandbox" else ex.replicas
+            ray.kill(pool.slots[0].actor, no_restart=True)
     _, local = run(make_parts, max_staleness=0)
-    with RayExecutor(CLUSTER.model_copy(update={"rollout_actors": 1}), tmp_path) as ex:
+    one = CLUSTER.model_copy(update={"sandbox_actors": 1, "engine_replicas": 1})
+    with RayExecutor(one, tmp_path) as ex:
         pipe, rows = run(make_parts, ex, tmp_path=tmp_path, on_step=kill, max_staleness=0)
-        restarts = sum(s.restarts for s in ex.pool.slots)
-    assert rows == local  # the replacement got the current weights before it served
-    assert restarts == 2 and pipe.audit()["lost"] == []
+        restarts = ex.restarts()
+    assert rows == local  # a new replica got the current weights before it served
+    assert restarts == {"sandbox": 2 * (kind == "sandbox"), "engine": 2 * (kind == "engine")}
+    assert pipe.audit()["lost"] == []
 
 
-def test_resources_that_can_never_be_granted_fail_at_start(make_parts):
+@pytest.mark.parametrize("field", ["engine_resources", "sandbox_resources"])
+def test_resources_that_can_never_be_granted_fail_at_start(make_parts, field):
     env, _, engine = make_parts()
-    bad = CLUSTER.model_copy(update={"actor_resources": {"fake_gpu": 4}})
+    bad = CLUSTER.model_copy(update={field: {"fake_gpu": 4}})
     with RayExecutor(bad) as ex, pytest.raises(PosttrainError, match="can never be satisfied"):
         ex.wrap(env, engine)
+
+
+def test_resources_held_by_other_jobs_fail_after_the_start_timeout_not_hang(make_parts):
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    env, _, engine = make_parts()
+    held = placement_group([{"fake_gpu": 2}])  # another job holds every GPU stand-in
+    assert held.wait(timeout_seconds=30)
+    try:
+        slow = CLUSTER.model_copy(update={"start_timeout_s": 2})
+        with RayExecutor(slow) as ex, pytest.raises(PosttrainError, match="did not grant .* within 2 s"):
+            ex.wrap(env, engine)
+    finally:
+        remove_placement_group(held)
+
+
+def test_trainer_ranks_that_cannot_start_are_refused_before_any_rank_runs(make_parts):
+    from posttrain.train.ranks import RankedTrainer
+
+    _, model, _ = make_parts()
+    with pytest.raises(PosttrainError, match="can never be satisfied"):
+        RankedTrainer(model, 0, OptimConfig(fused=False), 2, 0.5, {"fake_gpu": 8})
+    with pytest.raises(PosttrainError, match="3 trainer ranks do not divide the model's shards"):
+        RankedTrainer(model, 0, OptimConfig(fused=False), 3, 0.5)

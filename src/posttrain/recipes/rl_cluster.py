@@ -21,7 +21,7 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
         return LocalExecutor()
     if cfg.rollout.engine_process:
         raise PosttrainError("rollout.engine_process is for the local executor; "
-                             "with cluster.executor = \"ray\" every rollout worker has its own engine")
+                             "with cluster.executor = \"ray\" the engine replicas are actors of their own")
     try:
         import ray  # noqa: F401
     except ImportError as e:

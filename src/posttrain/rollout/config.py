@@ -43,11 +43,14 @@ class ClusterConfig(BaseModel):
     num_cpus: int | None = Field(None, ge=1)     # a started Ray's CPUs; None: this machine's
     resources: dict[str, float] = {}             # a started Ray's custom resources (e.g. a GPU stand-in)
     object_store_mb: int = Field(128, ge=80)     # a started Ray's object store
-    rollout_actors: int = Field(2, ge=1)         # rollout workers, each with its own engine replica
-    actor_cpus: float = Field(0.5, gt=0)         # CPUs each rollout worker asks for
-    actor_resources: dict[str, float] = {}       # more per worker, e.g. {"GPU": 1} for its engine
-    max_restarts: int = Field(20, ge=0)          # replacements per worker slot before the run fails
-    heartbeat_s: float = Field(1.0, gt=0)        # how often idle workers are pinged
+    sandbox_actors: int = Field(2, ge=1)         # actors that run waves: agent loops, sandboxes, verifiers
+    sandbox_cpus: float = Field(0.5, gt=0)       # CPUs each sandbox actor asks for
+    sandbox_resources: dict[str, float] = {}     # more per sandbox actor, e.g. {"sandbox": 1} (a node mark)
+    engine_replicas: int = Field(1, ge=1)        # engine actors, each one copy of the policy (a placement group)
+    engine_cpus: float = Field(0.5, gt=0)        # CPUs each engine replica asks for
+    engine_resources: dict[str, float] = {}      # more per replica, e.g. {"GPU": 1}
+    max_restarts: int = Field(20, ge=0)          # replacements per actor slot before the run fails
+    heartbeat_s: float = Field(1.0, gt=0)        # how often idle actors are pinged
     start_timeout_s: float = Field(60.0, gt=0)   # resources or actors not ready by then: a clear error
     trainer_ranks: int = Field(1, ge=1)          # > 1: FSDP2 ranks as Ray actors (train/ranks.py)
     trainer_cpus: float = Field(0.5, gt=0)       # CPUs each trainer rank asks for
