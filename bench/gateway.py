@@ -6,7 +6,8 @@ standard one. One run, side by side.
 
 LiteLLM (the baseline) is installed for the benchmark only, in .venv-litellm, by
 bench/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
-the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop.
+the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop; the
+overhead section's method (open loop, pinned cores, rounds) is in bench/gateway_overhead.py.
 SmolLM2-135M-Instruct (posttrain models import) is used for the variant section if present.
 """
 
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from posttrain.machine import cpu_info  # noqa: E402
-from gateway_sections import bench_kill, bench_limits, bench_overhead, print_table  # noqa: E402
+from gateway_overhead import bench_overhead  # noqa: E402
+from gateway_sections import bench_kill, bench_limits, print_table  # noqa: E402
 from gateway_variants import bench_variants  # noqa: E402
 
 
@@ -31,7 +34,7 @@ def main() -> None:
     p.add_argument("--skip-engine", action="store_true", help="Leave out the posttrain serve variants.")
     p.add_argument("--skip-litellm", action="store_true")
     a = p.parse_args()
-    out: dict = {"cpu": cpu_info(), "quick": a.quick}
+    out: dict = {"cpu": cpu_info(), "quick": a.quick, "loadavg_at_start": os.getloadavg()}
     sections = [("overhead", lambda: bench_overhead(a.quick, with_litellm=not a.skip_litellm)),
                 ("backend_kill", lambda: bench_kill(a.quick)), ("limits", lambda: bench_limits(a.quick))]
     if not a.skip_engine:
@@ -44,7 +47,7 @@ def main() -> None:
             print(f"[{name}] failed: {out[f'{name}_error']}", flush=True)
         if a.json:
             Path(a.json).write_text(json.dumps(out, indent=2))
-    out["cpu"]["loadavg_1m_at_end"] = cpu_info()["loadavg_1m"]
+    out["loadavg_at_end"] = os.getloadavg()
     print_table(out)
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))

@@ -64,8 +64,10 @@ class CompletionFastPath:
 
     async def __call__(self, scope, receive, send) -> None:
         path = COMPLETION_PATHS.get(scope.get("path")) if scope["type"] == "http" else None
-        if path is None or scope["method"] != "POST":
+        if path is None:
             return await self.app(scope, receive, send)
+        if scope["method"] != "POST":
+            return await error_response(405, "Method Not Allowed", "method_not_allowed")(scope, receive, send)
         try:
             response = await self.holder["gw"].handle(Request(scope, receive), path)
         except Exception as e:  # noqa: BLE001 - a bug answers 500 in the OpenAI shape, not a traceback
