@@ -53,12 +53,17 @@ def litellm(port: int, backend_port: int, tmp: Path, cpus: set[int] | None) -> P
                 ready_timeout_s=180, cpus=cpus)
 
 
+def warmup(c: int) -> int:
+    return max(2 * c, 50)
+
+
 def open_loop(url: str, c: int, n: int, seed: int, key: str | None, cpus: set[int] | None, tmp: Path) -> dict:
-    """n requests at RATE req/s held c / RATE s each, after an unrecorded warm-up that opens c connections."""
+    """n requests at RATE req/s held c / RATE s each, after an unrecorded closed-loop warm-up at c clients
+    (it opens c keep-alive connections through the proxy to the backend)."""
     out = tmp / "load.json"
     cmd = [sys.executable, str(HERE / "gateway_load.py"), "--url", url, "--rate", str(RATE), "--seed", str(seed),
            "--requests", str(n), "--body", json.dumps(chat(f"delay_ms={1000 * c / RATE:.1f} hello, gateway")),
-           "--warmup", str(2 * c), "--warmup-concurrency", str(c), "--warmup-body", json.dumps(chat("delay_ms=20 warm")),
+           "--warmup", str(warmup(c)), "--warmup-concurrency", str(c), "--warmup-body", json.dumps(chat("delay_ms=20 warm")),
            "--out", str(out)] + (["--key", key] if key else [])
     subprocess.run(cmd, check=True, preexec_fn=pinned(cpus))
     return json.loads(out.read_text())
@@ -69,8 +74,9 @@ def pooled(runs: list[dict]) -> dict:
     lag = [x for r in runs for x in r["lag_ms"]]
     a = np.array(lat) if lat else np.array([float("nan")])
     total = sum(len(r["status"]) for r in runs)
+    # rps: requests over the span of their start times, the arrival rate the target was really offered
     return {"p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)), "mean_ms": float(a.mean()),
-            "requests": total, "errors": total - len(lat), "rps": total / sum(r["wall_s"] for r in runs),
+            "requests": total, "errors": total - len(lat), "rps": total / sum(max(r["start_s"]) for r in runs),
             "max_in_flight": max(r["max_in_flight"] for r in runs), "send_lag_p99_ms": float(np.percentile(lag, 99)),
             "round_p50_ms": [float(np.percentile([x for x, s in zip(r["latency_ms"], r["status"]) if s == 200] or [0], 50))
                              for r in runs]}
@@ -109,7 +115,7 @@ def measure_load(targets: dict, c: int, rounds: int, n: int, tmp: Path) -> dict:
     for name in names:
         rows[name] = pooled(runs[name])
         # the warm-up's 2c requests ran through the proxy too
-        rows[name]["proxy_cpu_us_per_request"] = 1e6 * cpu[name] / (rounds * (n + 2 * c)) if targets[name][2] else None
+        rows[name]["proxy_cpu_us_per_request"] = 1e6 * cpu[name] / (rounds * (n + warmup(c))) if targets[name][2] else None
         rows[name]["loadavg_1m_during"] = [min(loads), max(loads)]
         print(f"[overhead] c={c} {name}: { {k: v for k, v in rows[name].items() if k != 'round_p50_ms'} }", flush=True)
     return rows
