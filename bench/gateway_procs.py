@@ -40,13 +40,15 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 30.0) -> Non
 class Proc:
     """A server process started and stopped by the test; stop() sends SIGTERM (clean shutdown)."""
 
-    def __init__(self, args: list[str], ready_url: str, env: dict | None = None, ready_timeout_s: float = 60.0):
-        self.args, self.ready_url, self.ready_timeout_s = args, ready_url, ready_timeout_s
+    def __init__(self, args: list[str], ready_url: str, env: dict | None = None, ready_timeout_s: float = 60.0,
+                 cpus: set[int] | None = None):
+        self.args, self.ready_url, self.ready_timeout_s, self.cpus = args, ready_url, ready_timeout_s, cpus
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Proc":
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env)
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=self.env,
+                                     preexec_fn=pinned(self.cpus))
         try:
             wait_ready(self.ready_url, self.proc, self.ready_timeout_s)
         except RuntimeError:
@@ -65,13 +67,25 @@ class Proc:
         return self.proc.returncode if self.proc else None
 
 
-def backend(port: int, *extra: str) -> Proc:
+def pinned(cpus: set[int] | None):
+    """A preexec_fn that pins the child (and the threads it starts) to `cpus`; None leaves it free."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its threads so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backend(port: int, *extra: str, cpus: set[int] | None = None) -> Proc:
     return Proc([sys.executable, str(BACKEND), "--port", str(port), "--name", f"b{port}", *extra],
-                f"http://127.0.0.1:{port}/health")
+                f"http://127.0.0.1:{port}/health", cpus=cpus)
 
 
-def gateway(config_path: Path, port: int) -> Proc:
-    return Proc([sys.executable, "-m", "posttrain", "gateway", str(config_path)], f"http://127.0.0.1:{port}/health")
+def gateway(config_path: Path, port: int, cpus: set[int] | None = None) -> Proc:
+    return Proc([sys.executable, "-m", "posttrain", "gateway", str(config_path)], f"http://127.0.0.1:{port}/health",
+                cpus=cpus)
 
 
 def toml_config(port: int, audit: Path, variants: dict[str, list[int]], extra: str = "", **top) -> str:

@@ -1,4 +1,4 @@
-"""bench/gateway.py's sections that need no model: overhead vs LiteLLM, backend kill, limits + audit."""
+"""bench/gateway.py's sections that need no model: a backend killed under load, limits + audit, the table."""
 
 from __future__ import annotations
 
@@ -12,15 +12,12 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
-from gateway_procs import Proc, backend, free_port, gateway, toml_config
+from gateway_procs import backend, free_port, gateway, toml_config
 
 from posttrain.gateway.audit import verify
 from posttrain.gateway.keys import key_toml, new_key
 
 HERE = Path(__file__).resolve().parent
-LOADS = (1, 50, 200)
-RATE = 100  # req/s offered at every load (the published LiteLLM test ran at 100 QPS): the backend waits c / RATE s
 
 
 def load_cmd(url: str, c: int, n: int, body: dict, key: str | None = None, stream: bool = False) -> list[str]:
@@ -36,57 +33,6 @@ def load(*args, **kw) -> dict:
 
 def chat(content: str, **extra) -> dict:
     return {"model": "standard", "messages": [{"role": "user", "content": content}], "max_tokens": 8, **extra}
-
-
-def litellm(port: int, backend_port: int, tmp: Path) -> Proc:
-    exe = subprocess.run(["bash", str(HERE / "litellm_setup.sh")], capture_output=True, text=True, check=True)
-    yaml = (f"model_list:\n  - model_name: standard\n    litellm_params:\n      model: openai/standard\n"
-            f"      api_base: http://127.0.0.1:{backend_port}/v1\n      api_key: none\n")
-    (tmp / "litellm.yaml").write_text(yaml)
-    args = [str(Path.cwd() / exe.stdout.strip().splitlines()[-1]), "--config", str(tmp / "litellm.yaml"),
-            "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"]
-    return Proc(args, f"http://127.0.0.1:{port}/health/liveliness", env={"LITELLM_LOG": "ERROR"}, ready_timeout_s=180)
-
-
-def stats(r: dict) -> dict:
-    ok = [lat for lat, s in zip(r["latency_ms"], r["status"]) if s == 200]
-    lat = np.array(ok) if ok else np.array([float("nan")])
-    return {"p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "mean_ms": float(lat.mean()), "requests": len(r["status"]), "errors": len(r["status"]) - len(ok),
-            "rps": len(r["status"]) / r["wall_s"]}
-
-
-def bench_overhead(quick: bool, with_litellm: bool = True) -> dict:
-    """Added latency over calling the backend directly, at 1, 50 and 200 concurrent clients."""
-    tmp = Path(tempfile.mkdtemp(prefix="gw-bench-"))
-    bport, gport, lport = free_port(), free_port(), free_port()
-    key, record = new_key("bench")
-    (tmp / "gw.toml").write_text(toml_config(gport, tmp / "audit.sqlite", {"standard": [bport]}, extra=key_toml(record)))
-    procs = [backend(bport).start(), gateway(tmp / "gw.toml", gport).start()]
-    targets = {"direct": (f"http://127.0.0.1:{bport}", None), "gateway": (f"http://127.0.0.1:{gport}", key)}
-    if with_litellm:
-        procs.append(litellm(lport, bport, tmp).start())
-        targets["litellm"] = (f"http://127.0.0.1:{lport}", None)
-    rows, out = {}, {}
-    try:
-        for c in LOADS:
-            body = chat(f"delay_ms={1000 * c / RATE:.1f} hello, gateway")
-            n = max(int(RATE * (4 if quick else 10)), 5 * c)
-            for name, (base, k) in targets.items():
-                load(f"{base}/v1/chat/completions", c, min(2 * c, 400), body, k)  # warm connections
-                rows[(name, c)] = stats(load(f"{base}/v1/chat/completions", c, n, body, k))
-                print(f"[overhead] c={c} {name}: {rows[(name, c)]}", flush=True)
-            for name, prefix in (("gateway", ""), ("litellm", "litellm_")):
-                if (name, c) in rows:
-                    for q in ("p50", "p99"):
-                        out[f"{prefix}overhead_{q}_ms_c{c}"] = rows[(name, c)][f"{q}_ms"] - rows[("direct", c)][f"{q}_ms"]
-    finally:
-        for p in reversed(procs):
-            p.stop()
-    out["overhead_rows"] = [{"target": t, "concurrency": c, **v} for (t, c), v in rows.items()]
-    out["overhead_setup"] = {"offered_rps": RATE, "backend_delay_ms": {c: 1000 * c / RATE for c in LOADS},
-                             "gateway": "one key, audit log and metrics on", "litellm": "no master key, no DB"}
-    return out
 
 
 def bench_kill(quick: bool) -> dict:
@@ -169,10 +115,11 @@ def max_in_window(grants: list[tuple[float, int]], window_s: float) -> int:
 
 
 def print_table(out: dict) -> None:
-    print(f"\n{'target':<9} {'c':>4} {'p50 ms':>8} {'p99 ms':>8} {'rps':>7} {'err':>4}")
+    print(f"\n{'target':<9} {'c':>4} {'p50 ms':>9} {'p99 ms':>9} {'rps':>5} {'err':>4} {'in flight':>9} {'cpu us/req':>10}")
     for row in out.get("overhead_rows", []):
-        print(f"{row['target']:<9} {row['concurrency']:>4} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
-              f"{row['rps']:>7.0f} {row['errors']:>4}")
+        cpu = row.get("proxy_cpu_us_per_request")
+        print(f"{row['target']:<9} {row['concurrency']:>4} {row['p50_ms']:>9.2f} {row['p99_ms']:>9.2f} "
+              f"{row['rps']:>5.0f} {row['errors']:>4} {row.get('max_in_flight', 0):>9} {'' if cpu is None else f'{cpu:.0f}':>10}")
     keys = [k for k in out if k.startswith(("overhead_p", "litellm_overhead", "failed_", "limit_overshoot",
                                               "audit_", "fast_vs", "int8_", "greedy_"))]
     for k in keys:

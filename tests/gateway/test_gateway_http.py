@@ -67,6 +67,36 @@ def test_bad_input_answers_openai_errors(stack):
     assert_openai_error(httpx.get(stack["url"] + "/v1/nothing"), 404)
 
 
+def test_every_bad_input_case_answers_openai_errors(stack):
+    full = stack["full"]
+    known_id = full.split("-")[1]
+    assert_openai_error(post(stack, CHAT, key=None, headers={"Authorization": f"Bearer pt-{known_id}-wrongsecret"}), 401)
+    assert_openai_error(post(stack, CHAT, key=None, headers={"Authorization": full}), 401)  # no "Bearer "
+    assert_openai_error(httpx.get(stack["url"] + "/v1/models"), 401, "invalid_api_key")
+    not_object = httpx.post(stack["url"] + "/v1/chat/completions", content=b"[1, 2]",
+                            headers={"Authorization": f"Bearer {full}"})
+    assert_openai_error(not_object, 400, "invalid_json")
+    not_utf8 = httpx.post(stack["url"] + "/v1/completions", content=b'{"prompt": "\xff\xfe"}',
+                          headers={"Authorization": f"Bearer {full}"})
+    assert_openai_error(not_utf8, 400)
+    for field, value in (("messages", 5), ("messages", [{"content": 5}]), ("model", ["standard"]),
+                         ("max_tokens", "7"), ("stream", "yes"), ("n", 1.5)):
+        r = post(stack, {**CHAT, field: value})
+        assert_openai_error(r, 400, "invalid_request")
+        assert r.json()["error"]["param"] == field
+    assert_openai_error(post(stack, {"model": "auto", "prompt": {"a": 1}}, path="/v1/completions"), 400, "invalid_request")
+    assert_openai_error(post(stack, CHAT, headers={"X-Posttrain-Variant": "nope"}), 404, "model_not_found")
+
+    def chunks():  # no content-length: the gateway must stop reading at the cap, not buffer it all
+        for _ in range(64):
+            yield b"x" * 1024
+
+    chunked = httpx.post(stack["url"] + "/v1/chat/completions", content=chunks(),
+                         headers={"Authorization": f"Bearer {full}", "content-type": "application/json"})
+    assert_openai_error(chunked, 413, "body_too_large")
+    assert_openai_error(httpx.get(stack["url"] + "/v1/chat/completions"), 405)
+
+
 def test_token_limit_reserves_and_answers_429_with_retry_after(stack):
     # the prompt bound is 5 bytes + 8 template tokens = 13; the backend uses 10 + 8 = 18 tokens
     assert post(stack, {**CHAT, "max_tokens": 200}, key="small").status_code == 200  # reserves 213, uses 18

@@ -19,6 +19,7 @@ from posttrain.gateway.keys import KeyRing, key_label
 from posttrain.gateway.limits import Admission, LimitExceeded, Limiter, retry_after_header
 from posttrain.gateway.metrics import GatewayMetrics
 from posttrain.gateway.router import RouteError, Router
+from posttrain.gateway.shape import BadShape, check_shape
 from posttrain.gateway.tokens import StreamCounter, prompt_upper_bound, usage_of
 
 # Connection errors, resets, timeouts, truncated bodies: another backend may do better.
@@ -41,6 +42,17 @@ class Call:
     session: str | None
 
 
+async def read_capped(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it grows past `limit` bytes (never buffers more)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig, pool: BackendPool, router: Router, limiter: Limiter,
                  audit: AuditLog, client: aiohttp.ClientSession):
@@ -57,8 +69,8 @@ class Gateway:
         key = self.keys.check(request.headers.get("authorization")) if self.keys.enabled else None
         if self.keys.enabled and key is None:
             return self._reject(t0, path, None, 401, "Incorrect API key provided", "invalid_api_key")
-        raw = await request.body()
-        if len(raw) > self.config.max_body_bytes:
+        raw = await read_capped(request, self.config.max_body_bytes)
+        if raw is None:  # chunked, or a content-length that lied
             return self._reject(t0, path, key, 413, f"request body over {self.config.max_body_bytes} bytes", "body_too_large")
         try:
             body = json.loads(raw)
@@ -66,6 +78,10 @@ class Gateway:
                 raise ValueError("the body must be a JSON object")
         except ValueError as e:
             return self._reject(t0, path, key, 400, f"We could not parse the JSON body of your request: {e}", "invalid_json")
+        try:
+            check_shape(body)
+        except BadShape as e:
+            return self._reject(t0, path, key, 400, str(e), "invalid_request", e.param)
         try:
             call = self._admit(t0, path, key, body, raw, request.headers)
         except RouteError as e:

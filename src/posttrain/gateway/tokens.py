@@ -20,7 +20,7 @@ def prompt_upper_bound(body: dict) -> tuple[int, int]:
         for m in body.get("messages") or []:
             text = m.get("content") if isinstance(m, dict) else None
             if isinstance(text, list):  # content parts
-                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+                text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
             text = text if isinstance(text, str) else ""
             extra = json.dumps(m.get("tool_calls")) if isinstance(m, dict) and m.get("tool_calls") else ""
             chars += len(text)
