@@ -68,6 +68,15 @@ def build_suite(suite: str, out: Path, per_level: int, model: Path, code_tasks: 
         _copy_level(load_tasks(code_tasks), out, per_level)
 
 
+def action_kinds(job: Path) -> dict[str, int]:
+    """How the model's turns parsed (bash, submit, malformed, unterminated), over the job."""
+    kinds: dict[str, int] = {}
+    for p in job.glob("*/agent/trajectory.json"):
+        for turn in json.loads(p.read_text()).get("turns", []):
+            kinds[turn.get("kind", "?")] = kinds.get(turn.get("kind", "?"), 0) + 1
+    return dict(sorted(kinds.items()))
+
+
 def run_suite(suite: str, tasks: Path, args) -> dict:
     settings = dict(temperature=0.7, seed=0, max_turns=args.max_turns,
                     max_reply_tokens=args.max_reply_tokens)
@@ -79,7 +88,7 @@ def run_suite(suite: str, tasks: Path, args) -> dict:
     return {"suite": suite, "job": str(path), "seconds": round(time.perf_counter() - t0, 1),
             "mean": dom.get("mean"), "ci": [dom.get("ci_low"), dom.get("ci_high")],
             "n_tasks": dom.get("n_tasks"), "k": args.k, "counts": summary.get("counts"),
-            "by_difficulty": dom.get("by_difficulty", {})}
+            "by_difficulty": dom.get("by_difficulty", {}), "turns": action_kinds(path)}
 
 
 def print_row(row: dict) -> None:
@@ -89,7 +98,7 @@ def print_row(row: dict) -> None:
             print(f"{row['suite']:15} {lv:7} {d['n_tasks']:3d} x {row['k']}  {d['mean']:.3f} "
                   f"[{d['ci_low']:.3f}, {d['ci_high']:.3f}]", flush=True)
     print(f"{row['suite']:15} {'all':7} {row['n_tasks'] or 0:3d} x {row['k']}  "
-          f"{row['mean'] or 0:.3f}  statuses {row['counts']}  {row['seconds']} s", flush=True)
+          f"{row['mean'] or 0:.3f}  turns {row['turns']}  {row['seconds']} s", flush=True)
 
 
 def main() -> None:
