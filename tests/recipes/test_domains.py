@@ -106,3 +106,23 @@ def test_an_unknown_source_is_a_clear_error(tmp_path):
 def test_the_example_domains_config_loads():
     cfg = load_rl_config("examples/rl_domains.toml")
     assert [d.name for d in cfg.domains] == ["files", "text"] and cfg.schedule.curriculum
+
+
+def test_suite_domains_take_the_suites_own_knobs(tmp_path):
+    cfg = config(tmp_path, {"name": "fin", "source": "finance", "n_train": 2,
+                            "options": {"tokens": 1000, "families": ["lookup", "growth"]}},
+                 {"name": "tools", "source": "terminal-tools", "n_train": 2,
+                  "options": {"families": ["jq-select"]}})
+    train, _ = sandbox_tasks(cfg, tmp_path / "run")
+    assert [t.config.metadata["family"] for t in train] == ["lookup", "growth", "jq-select", "jq-select"]
+    assert [t.domain for t in train] == ["finance", "finance", "terminal-tools", "terminal-tools"]
+    bad = config(tmp_path, {"name": "fin", "source": "finance", "options": {"tokens": 5}})
+    with pytest.raises(ConfigError, match="domain 'fin': knob tokens"):
+        sandbox_tasks(bad, tmp_path / "run2")
+
+
+def test_the_mixture_preset_loads_four_suites_in_exact_integer_shares():
+    cfg = load_rl_config("examples/rl_mixture.toml")
+    b = cfg.rollout.groups_per_step
+    assert {d.source for d in cfg.domains} == {"terminal-basics", "terminal-tools", "finance", "longctx"}
+    assert all(abs(d.share * b - round(d.share * b)) < 1e-9 for d in cfg.domains)

@@ -51,3 +51,11 @@ def test_same_seed_same_bytes(tmp_path):
     terminal_tools.generate(tmp_path / "b", 6, seed=2)
     terminal_tools.generate(tmp_path / "c", 6, seed=3)
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b") != _digest(tmp_path / "c")
+
+
+def test_difficulty_follows_the_oracles_path_length(tmp_path):
+    tasks = terminal_tools.generate(tmp_path, 6, seed=0)
+    levels = {t.config.metadata["family"]: t.config.metadata["difficulty"] for t in tasks}
+    assert set(levels.values()) == {"easy", "medium", "hard"}
+    for t in tasks:
+        assert t.config.metadata["difficulty"] == terminal_tools.level(len(t.oracle_steps()))

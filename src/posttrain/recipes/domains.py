@@ -3,14 +3,13 @@ scheduler over them.
 
 Without `[[domains]]` the `[tasks]` section is the one domain, as before (and without a
 curriculum the plain TaskSampler runs, so such a run is unchanged). Each `[[domains]]` table
-names a task directory or a built-in suite (a module of posttrain.tasks.suites with
-`generate(out_dir, n_tasks, seed, split)`), a share of every batch, quotas and a validation
+names a task directory or a built-in suite (a name in posttrain.tasks.suites.SUITES, built with the
+same knobs as `posttrain tasks generate`), a share of every batch, quotas and a validation
 manifest whose broken, flaky or hackable tasks are left out (`include` takes them back).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 from typing import Callable
@@ -22,6 +21,7 @@ from posttrain.schedule.curriculum import CurriculumKnobs
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.schedule.scheduler import DomainTasks, Scheduler
 from posttrain.schedule.shares import normalise
+from posttrain.tasks import suites
 from posttrain.tasks.suites import terminal_basics
 from posttrain.tasks.task import read_task
 from posttrain.validate.manifest import load_manifest_tasks
@@ -73,17 +73,26 @@ def _legacy_tasks(cfg, run_dir: Path, warn: Warn):
     return dir_splits(t, warn)
 
 
+def _knob_pairs(options: dict) -> list[str]:
+    """A domain's options as the suite's --knob KEY=VALUE pairs (lists joined by commas)."""
+    return [f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+            for k, v in options.items()]
+
+
 def domain_train_tasks(d: DomainConfig, run_dir: Path, seed: int) -> list:
-    """A domain's training tasks, each with the domain's episode time cap."""
+    """A domain's training tasks, each with the domain's episode time cap. A suite is built
+    through the suite registry (the same knobs as `posttrain tasks generate --knob`)."""
     if Path(d.source).is_dir():
         tasks = read_task_dir(Path(d.source))
-    else:
+    elif d.source in suites.SUITES:
         try:
-            suite = importlib.import_module(f"posttrain.tasks.suites.{d.source.replace('-', '_')}")
-        except ImportError:
-            raise ConfigError(f"domain {d.name!r}: source {d.source!r} is neither a directory "
-                              "nor a built-in suite") from None
-        tasks = suite.generate(run_dir / "tasks" / d.name, d.n_train, seed, d.name, **d.options)
+            tasks = suites.generate(d.source, run_dir / "tasks" / d.name, d.n_train, seed,
+                                    split=d.name, knobs=_knob_pairs(d.options))
+        except PosttrainError as e:
+            raise ConfigError(f"domain {d.name!r}: {e}") from None
+    else:
+        raise ConfigError(f"domain {d.name!r}: source {d.source!r} is neither a directory "
+                          f"nor a built-in suite ({', '.join(sorted(suites.SUITES))})")
     return [capped(t, d.episode_timeout_s) for t in tasks]
 
 

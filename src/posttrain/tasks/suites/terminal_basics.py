@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.errors import PosttrainError
 from posttrain.tasks.config import TaskConfig
 from posttrain.tasks.task import Task, write_task
 
@@ -165,7 +166,6 @@ def generate(out_dir: str | Path, n_tasks: int, seed: int, split: str = "train",
     The one knob is `families` (comma-separated)."""
     knobs = dict(knobs or {})
     if set(knobs) - {"families"}:
-        from posttrain.errors import PosttrainError
         raise PosttrainError(f"suite {SUITE}: unknown knobs {sorted(set(knobs) - {'families'})}; "
                              "known: ['families']")
     if "families" in knobs:
@@ -173,7 +173,8 @@ def generate(out_dir: str | Path, n_tasks: int, seed: int, split: str = "train",
     names = families or list(FAMILIES)
     unknown = set(names) - set(FAMILIES)
     if unknown:
-        raise ValueError(f"unknown families {sorted(unknown)}; known: {sorted(FAMILIES)}")
+        raise PosttrainError(f"suite {SUITE}: unknown families {sorted(unknown)}; "
+                             f"known: {sorted(FAMILIES)}")
     rng = random.Random(f"{SUITE}/{split}/{seed}")
     tasks = []
     for i in range(n_tasks):

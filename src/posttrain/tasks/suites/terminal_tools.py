@@ -264,11 +264,17 @@ def test_sh(checks: list[str]) -> str:
             "rm -f /logs/verifier/reward.json\necho $r > /logs/verifier/reward.txt\n")
 
 
+def level(steps: int) -> str:
+    """Difficulty from the oracle's path, the obstacle and its recovery included: 3 steps
+    (sqlite, jq, openssl) easy, 4 (make) medium, 5 or more (git, tar) hard."""
+    return "easy" if steps <= 3 else "medium" if steps == 4 else "hard"
+
+
 def make_task(task_id: str, spec: ToolSpec) -> tuple[Task, dict[str, bytes]]:
     config = TaskConfig.model_validate({
         "task": {"name": f"posttrain/{task_id}", "description": spec.instruction},
         "metadata": {"domain": SUITE, "family": spec.family, "multi_turn": True,
-                     "difficulty": "medium", "steps": len(spec.steps)},
+                     "difficulty": level(len(spec.steps)), "steps": len(spec.steps)},
         "agent": {"timeout_sec": 300.0}, "verifier": {"timeout_sec": 120.0},
         "environment": {"cpus": 1, "memory_mb": 1024, "network_mode": "no-network"}})
     files = {"environment/Dockerfile": DOCKERFILE,

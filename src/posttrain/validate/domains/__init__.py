@@ -15,6 +15,7 @@ DOMAINS = {  # metadata.domain -> module with PROBES
     "finance": "posttrain.validate.domains.finance",
     "longctx": "posttrain.validate.domains.longctx",
     "cad": "posttrain.validate.domains.cad",
+    "terminal-tools": "posttrain.validate.domains.terminal_tools",
 }
 
 
