@@ -20,7 +20,8 @@ TASKS = os.path.join(os.path.dirname(__file__), "lm_eval_tasks")
 @pytest.fixture
 def cli_server(model_dir):
     port = free_port()
-    cmd = [sys.executable, "-m", "posttrain", "serve", "--model", str(model_dir), "--port", str(port), "--threads", "1"]
+    cmd = [sys.executable, "-m", "posttrain", "serve", "--model", str(model_dir), "--port", str(port), "--threads", "1",
+           "--dtype", "float32"]  # the reference loglikelihoods below are fp32 (auto is bf16 on AMX CPUs)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
