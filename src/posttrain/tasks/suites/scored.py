@@ -56,3 +56,11 @@ def answer_task(task_id: str, *, domain: str, family: str, difficulty: str, inst
 def write_answer(text: str, path: str = "/app/answer.txt") -> str:
     """A solve.sh line that writes `text` exactly (a quoted heredoc: no expansion)."""
     return f"cat > {path} <<'ANSWER_EOF'\n{text.rstrip()}\nANSWER_EOF"
+
+
+def known_families(value: str, known) -> str:
+    """A `families` knob (comma-separated) whose every name is in `known`; else ValueError."""
+    bad = [f for f in value.split(",") if f not in known]
+    if bad:
+        raise ValueError(f"unknown families {bad}; known: {', '.join(known)}")
+    return value

@@ -38,10 +38,7 @@ class Knobs(BaseModel):
     @field_validator("families")
     @classmethod
     def _known(cls, v: str) -> str:
-        bad = [f for f in v.split(",") if f not in FAMILIES]
-        if bad:
-            raise ValueError(f"unknown families {bad}; known: {', '.join(FAMILIES)}")
-        return v
+        return scored.known_families(v, FAMILIES)
 
 
 def _company(rng: random.Random, name: str, first: int, years: int):

@@ -37,10 +37,7 @@ class Knobs(BaseModel):
     @field_validator("families")
     @classmethod
     def _known(cls, v: str) -> str:
-        bad = [f for f in v.split(",") if f not in ALL]
-        if bad:
-            raise ValueError(f"unknown families {bad}; known: {', '.join(ALL)}")
-        return v
+        return scored.known_families(v, ALL)
 
 
 def _haystack(rng, probe, k: Knobs, count) -> dict[str, str]:
