@@ -4,6 +4,7 @@ standard one. One run, side by side.
 
     flock /tmp/posttrain-bench.lock python bench/gateway.py [--quick] [--json PATH] [--skip-engine] [--nice N]
 
+The load generator needs aiohttp: pip install -c constraints.txt -e '.[gateway-bench]'.
 LiteLLM (the baseline) is installed for the benchmark only, in .venv-litellm, by
 bench/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
 the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop; the

@@ -8,9 +8,8 @@ import itertools
 import time
 from dataclasses import dataclass
 
-import aiohttp
-
 from posttrain.gateway.config import GatewayConfig
+from posttrain.gateway.upstream import Upstream, UpstreamError
 
 
 @dataclass
@@ -67,7 +66,7 @@ class BackendPool:
         b.cooling_until = 0.0
         b.readmissions += 1
 
-    async def health_loop(self, client: aiohttp.ClientSession) -> None:
+    async def health_loop(self, client: Upstream) -> None:
         """Forever: probe each cooling backend whose cooldown has run out."""
         while True:
             await asyncio.sleep(self.config.health_interval_s)
@@ -75,12 +74,11 @@ class BackendPool:
             due = [b for b in self.all() if not b.healthy and now >= b.cooling_until]
             await asyncio.gather(*(self._probe(client, b) for b in due))
 
-    async def _probe(self, client: aiohttp.ClientSession, b: Backend) -> None:
+    async def _probe(self, client: Upstream, b: Backend) -> None:
         try:
-            timeout = aiohttp.ClientTimeout(total=self.config.connect_timeout_s)
-            async with client.get(f"{b.url}/models", headers=b.auth, timeout=timeout) as r:
-                ok = r.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+            r = await client.request("GET", f"{b.url}/models", headers=b.auth, timeout_s=self.config.connect_timeout_s)
+            ok = r.status == 200
+        except (UpstreamError, TimeoutError):
             ok = False
         if ok:
             self._readmit(b)

@@ -7,7 +7,6 @@ import json
 import time
 from dataclasses import dataclass
 
-import aiohttp
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -21,9 +20,10 @@ from posttrain.gateway.metrics import GatewayMetrics
 from posttrain.gateway.router import RouteError, Router
 from posttrain.gateway.shape import BadShape, check_shape
 from posttrain.gateway.tokens import StreamCounter, prompt_upper_bound, usage_of
+from posttrain.gateway.upstream import Reply, Upstream, UpstreamError
 
 # Connection errors, resets, timeouts, truncated bodies: another backend may do better.
-RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError)
+RETRYABLE = (UpstreamError, TimeoutError)
 
 
 @dataclass
@@ -55,7 +55,7 @@ async def read_capped(request: Request, limit: int) -> bytes | None:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, pool: BackendPool, router: Router, limiter: Limiter,
-                 audit: AuditLog, client: aiohttp.ClientSession):
+                 audit: AuditLog, client: Upstream):
         self.config, self.pool, self.router, self.limiter = config, pool, router, limiter
         self.audit, self.client = audit, client
         self.keys = KeyRing(config.keys)
@@ -135,9 +135,8 @@ class Gateway:
         tried = self.pool.candidates(call.variant, lambda v: self.router.allowed(call.key, v))
         for b in tried:
             try:
-                async with self.client.post(f"{b.url}{call.path}", data=self._payload(call, b),
-                                            headers=self._headers(b)) as r:
-                    status, content = r.status, await r.read()
+                r = await self.client.request("POST", f"{b.url}{call.path}", self._payload(call, b), self._headers(b))
+                status, content = r.status, r.body
             except RETRYABLE as e:
                 self._upstream_failed(b, type(e).__name__)
                 continue
@@ -162,22 +161,20 @@ class Gateway:
         for b in tried:
             r = None
             try:
-                r = await self.client.post(f"{b.url}{call.path}", data=self._payload(call, b), headers=self._headers(b))
-                if r.status >= 500:
-                    r.close()
-                    self._upstream_failed(b, f"HTTP {r.status}")
-                    continue
+                r = await self.client.request("POST", f"{b.url}{call.path}", self._payload(call, b),
+                                              self._headers(b), stream=True)
                 if r.status != 200:
-                    content = await r.read()
-                    r.release()
+                    content = await self._drain(r)
+                    if r.status >= 500:
+                        self._upstream_failed(b, f"HTTP {r.status}")
+                        continue
                     self._finish(call, b, r.status, 0, 0, None)
                     return Response(content, status_code=r.status, media_type="application/json")
-                first = await r.content.readany()
+                first = await self._next_chunk(r)
                 if not first:
-                    raise aiohttp.ClientPayloadError("empty stream")
+                    raise UpstreamError("empty stream")
             except RETRYABLE as e:
-                if r is not None:
-                    r.close()
+                self.client.close(r)
                 self._upstream_failed(b, type(e).__name__)
                 continue
             self.pool.succeeded(b)
@@ -186,19 +183,33 @@ class Gateway:
         self._finish(call, None, 502, 0, 0, None)
         return error_response(502, f"every backend for `{call.variant}` failed ({len(tried)} tried)", "upstream_unavailable")
 
-    async def _relay(self, call: Call, b: Backend, r: aiohttp.ClientResponse, first: bytes):
+    async def _next_chunk(self, r: Reply) -> bytes | None:
+        """The next piece of a streamed body, None at its end; raises what broke the stream."""
+        async with asyncio.timeout(self.config.timeout_s):
+            chunk = await r.chunks.get()
+        if isinstance(chunk, BaseException):
+            raise chunk
+        return chunk
+
+    async def _drain(self, r: Reply) -> bytes:
+        parts = []
+        while (chunk := await self._next_chunk(r)) is not None:
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def _relay(self, call: Call, b: Backend, r: Reply, first: bytes):
         counter, status = StreamCounter(), 200
         try:
             counter.feed(first)
             yield first
-            async for chunk in r.content.iter_any():
+            while (chunk := await self._next_chunk(r)) is not None:
                 counter.feed(chunk)
                 yield chunk
         except RETRYABLE:
             status = 502  # the backend died mid-stream: the client sees the stream end early
             yield b'data: {"error": {"message": "upstream failed mid-stream", "type": "server_error", "code": "upstream_unavailable"}}\n\n'
         finally:
-            r.close()  # also aborts the upstream generation if the client went away
+            self.client.close(r)  # also aborts the upstream generation if the client went away
             tin, tout, text = counter.result()
             self._finish(call, b, status, tin, tout, text)
 
