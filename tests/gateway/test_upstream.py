@@ -126,10 +126,14 @@ def test_a_broken_reply_on_a_fresh_connection_raises(script):
 
     async def main():
         async with Server(broken) as s:
+            client = Upstream(8, 2.0, 5.0)
             with pytest.raises(UpstreamError):
-                await Upstream(8, 2.0, 5.0).request("POST", f"{s.url}/x", b"{}")
-            return s
-    assert run(main()).connections == 1  # not retried: a fresh connection's failure is the server's
+                await client.request("POST", f"{s.url}/x", b"{}")
+            await asyncio.sleep(0.1)  # the connection's loss arrives after the failure
+            return s, client.origins["http" + s.url.split("//")[1]].slots._value
+    s, free_slots = run(main())
+    assert s.connections == 1  # not retried: a fresh connection's failure is the server's
+    assert free_slots == 8  # released once, not once per failure signal
 
 
 def test_connection_refused_raises():
@@ -181,6 +185,6 @@ def test_closing_a_stream_early_aborts_its_connection():
             r = await client.request("POST", f"{s.url}/x", b"{}", stream=True)
             assert await r.chunks.get() == b"tick"
             client.close(r)
-            slot_back = await asyncio.wait_for(client.origins[s.url.split("//")[1]].slots.acquire(), 1)
+            slot_back = await asyncio.wait_for(client.origins["http" + s.url.split("//")[1]].slots.acquire(), 1)
             return slot_back
     assert run(main()) is True

@@ -49,17 +49,21 @@ class Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.done is None:  # bytes nobody asked for: the connection cannot be trusted again
+            self.closed = True
+            self.transport.close()
+            return
         self.got_bytes = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
-            self._fail(UpstreamError(f"malformed reply: {e}"))
+            self.closed = True
             self.transport.close()
+            self._fail(UpstreamError(f"malformed reply: {e}"))
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        if self.done is not None:
-            self._fail(UpstreamError("connection closed before the reply ended"))
+        self._fail(UpstreamError("connection closed before the reply ended"))
 
     # --- httptools callbacks
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -90,6 +94,8 @@ class Connection(asyncio.Protocol):
         self.on_end(self, reusable)
 
     def _fail(self, exc: Exception) -> None:
+        if self.done is None:  # already ended (a parser error, then the connection's loss)
+            return
         for fut in (self.headers_done, self.done):
             if fut is not None and not fut.done():
                 fut.set_exception(exc)
@@ -107,8 +113,7 @@ class Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         """Drop the connection mid-request (the caller stopped reading, or timed out)."""
-        if self.done is not None:
-            self._fail(UpstreamError("request abandoned"))
+        self._fail(UpstreamError("request abandoned"))
         self.closed = True
         self.transport.abort()
 
@@ -123,6 +128,7 @@ class Origin:
         self.host_header = parts.netloc.encode()
         self.idle: deque[Connection] = deque()
         self.slots = asyncio.Semaphore(limit)
+        self.ssl = ssl.create_default_context() if self.https else None
 
     def ended(self, conn: Connection, reusable: bool) -> None:
         self.slots.release()
@@ -144,18 +150,17 @@ class Origin:
 
     async def _connect(self, timeout_s: float) -> Connection:
         loop = asyncio.get_running_loop()
-        ctx = ssl.create_default_context() if self.https else None
         try:
             async with asyncio.timeout(timeout_s):
                 _, conn = await loop.create_connection(lambda: Connection(self.ended), self.host, self.port,
-                                                       ssl=ctx, server_hostname=self.host if ctx else None)
+                                                       ssl=self.ssl, server_hostname=self.host if self.ssl else None)
         except (OSError, TimeoutError, ssl.SSLError) as e:
             raise UpstreamError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         return conn
 
 
 class Upstream:
-    """`await post(url, body, headers)`: a whole Reply; `stream=True`: a Reply whose chunks arrive on
+    """`await request(method, url, body, headers)`: a whole Reply; `stream=True`: a Reply whose chunks arrive on
     `reply.chunks` (the caller must drain it or call `close(reply)`)."""
 
     def __init__(self, limit_per_origin: int, connect_timeout_s: float, timeout_s: float):
@@ -164,10 +169,11 @@ class Upstream:
 
     async def request(self, method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None,
                       stream: bool = False, timeout_s: float | None = None) -> Reply:
-        origin_url, _, path = url.partition("://")[2].partition("/")
-        origin = self.origins.get(origin_url)
+        scheme, _, rest = url.partition("://")
+        netloc, _, path = rest.partition("/")
+        origin = self.origins.get(scheme + netloc)
         if origin is None:
-            origin = self.origins[origin_url] = Origin(url, self.limit)
+            origin = self.origins[scheme + netloc] = Origin(url, self.limit)
         head = self._head(method, "/" + path, origin, body, headers or {})
         timeout = timeout_s or self.timeout_s
         for attempt in range(2):
