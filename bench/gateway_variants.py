@@ -15,6 +15,7 @@ from gateway_procs import Proc, free_port, gateway, toml_config
 from posttrain.gateway.canary import decide
 
 VARIANTS = {"standard": [], "fast": ["--spec", "ngram"], "int8": ["--kv-dtype", "int8"]}
+VARIANTS_DTYPE = "float32"
 CODE = ("def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n"
         "        if a[i] <= b[j]:\n            out.append(a[i]); i += 1\n        else:\n"
         "            out.append(b[j]); j += 1\n    return out + a[i:] + b[j:]\n")
@@ -34,8 +35,10 @@ def model_dir(tmp: Path) -> tuple[str, str]:
 
 
 def serve(port: int, model: str, name: str, flags: list[str]) -> Proc:
+    """fp32: speculation is exact there; in bf16 (the `auto` choice on AMX CPUs) verifying k tokens
+    at once rounds differently from decoding them one by one, and greedy outputs can flip."""
     args = [sys.executable, "-m", "posttrain", "serve", "--model", model, "--port", str(port), "--name", name,
-            "--threads", "1", *flags]
+            "--threads", "1", "--dtype", VARIANTS_DTYPE, *flags]
     return Proc(args, f"http://127.0.0.1:{port}/health", ready_timeout_s=600)
 
 
@@ -94,7 +97,7 @@ def bench_variants(quick: bool) -> dict:
     url = f"http://127.0.0.1:{g}/v1/completions"
     max_tokens = 32 if quick else 64
     prompts = [f"# file {i}\n{CODE}\n# the same function again, verbatim:\n{CODE[: 40 + 10 * i]}" for i in range(8)]
-    out: dict = {"variants_model": model_name, "variants_max_tokens": max_tokens}
+    out: dict = {"variants_model": model_name, "variants_max_tokens": max_tokens, "variants_dtype": VARIANTS_DTYPE}
     try:
         ids = {}
         for batch, chosen in ((1, prompts[:4] if quick else prompts), (8, prompts)):

@@ -25,6 +25,7 @@ from posttrain.gateway.errors import error_response
 from posttrain.gateway.limits import Limiter
 from posttrain.gateway.proxy import Gateway
 from posttrain.gateway.router import Router
+from posttrain.gateway.tracing import Tracer
 from posttrain.gateway.upstream import Upstream
 
 COMPLETION_PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
@@ -48,7 +49,8 @@ def build_gateway(config: GatewayConfig) -> Gateway:
     audit = AuditLog(config.audit_db)
     pool = BackendPool(config, dict(os.environ))
     router = Router(config, canary_share_from_audit(audit, config))
-    return Gateway(config, pool, router, Limiter(config.keys, audit.spent_by_key()), audit, client)
+    tracer = Tracer(config.otel) if config.otel else None
+    return Gateway(config, pool, router, Limiter(config.keys, audit.spent_by_key()), audit, client, tracer)
 
 
 class CompletionFastPath:
@@ -86,6 +88,8 @@ def create_app(config: GatewayConfig) -> CompletionFastPath:
             health.cancel()
             await gw.client.close_all()
             gw.audit.close()
+            if gw.tracer is not None:
+                gw.tracer.close()
 
     app = FastAPI(title="posttrain gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     add_error_handlers(app)

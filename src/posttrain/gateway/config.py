@@ -56,6 +56,16 @@ class Canary(BaseModel):
     margin: float = Field(0.05, gt=0, le=1)  # non-inferiority margin on mean reward
 
 
+class Otel(BaseModel):
+    """OpenTelemetry: one span per call, exported over OTLP/HTTP (needs the `otel` extra)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    service_name: str = "posttrain-gateway"
+    headers: dict[str, str] = {}        # e.g. the collector's auth header
+
+
 class Key(BaseModel):
     """An API key as stored: id, salt and salted SHA-256 of the secret; never the secret."""
 
@@ -93,6 +103,7 @@ class GatewayConfig(BaseModel):
     routes: list[Route] = []
     canary: Canary | None = None
     keys: list[Key] = []
+    otel: Otel | None = None
 
     @model_validator(mode="after")
     def _check_names(self):

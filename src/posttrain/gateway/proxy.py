@@ -19,6 +19,7 @@ from posttrain.gateway.limits import Admission, LimitExceeded, Limiter, retry_af
 from posttrain.gateway.metrics import GatewayMetrics
 from posttrain.gateway.router import RouteError, Router
 from posttrain.gateway.shape import BadShape, check_shape
+from posttrain.gateway.tracing import Tracer
 from posttrain.gateway.tokens import StreamCounter, prompt_upper_bound, usage_of
 from posttrain.gateway.upstream import Reply, Upstream, UpstreamError
 
@@ -55,9 +56,9 @@ async def read_capped(request: Request, limit: int) -> bytes | None:
 
 class Gateway:
     def __init__(self, config: GatewayConfig, pool: BackendPool, router: Router, limiter: Limiter,
-                 audit: AuditLog, client: Upstream):
+                 audit: AuditLog, client: Upstream, tracer: Tracer | None = None):
         self.config, self.pool, self.router, self.limiter = config, pool, router, limiter
-        self.audit, self.client = audit, client
+        self.audit, self.client, self.tracer = audit, client, tracer
         self.keys = KeyRing(config.keys)
         self.metrics = GatewayMetrics(pool)
 
@@ -98,8 +99,8 @@ class Gateway:
         """Refused before any upstream call: still one audit row and one metric sample."""
         label = key_label(key) if key or not self.keys.enabled else "invalid"
         latency = time.perf_counter() - t0
-        self.audit.append(kind="rejected", key_hash=label, route=path, status=status, latency_ms=latency * 1000,
-                          tokens_in=0, tokens_out=0, detail=code)
+        self._record(latency, kind="rejected", key_hash=label, route=path, status=status, latency_ms=latency * 1000,
+                     tokens_in=0, tokens_out=0, detail=code)
         self.metrics.observe("none", status, label, latency, 0, 0)
         return error_response(status, message, code, param, headers)
 
@@ -223,9 +224,15 @@ class Gateway:
         self.limiter.settle(call.admission, tokens if status == 200 else 0, cost if status == 200 else 0.0)
         label = key_label(call.key)
         body = call.body
-        self.audit.append(kind="call", key_hash=label, route=f"{call.path} {call.route}", variant=b.variant if b else call.variant,
-                          backend=b.url if b else None, weights_version=v.weights_version, seed=body.get("seed"),
-                          tokens_in=tin, tokens_out=tout or 0, latency_ms=latency * 1000, status=status, cost_usd=cost,
-                          session=call.session, request=self._payload_text(call) if self.config.audit_bodies else None,
-                          output=text)
+        self._record(latency, kind="call", key_hash=label, route=f"{call.path} {call.route}",
+                     variant=b.variant if b else call.variant, backend=b.url if b else None,
+                     weights_version=v.weights_version, seed=body.get("seed"), tokens_in=tin, tokens_out=tout or 0,
+                     latency_ms=latency * 1000, status=status, cost_usd=cost, session=call.session,
+                     request=self._payload_text(call) if self.config.audit_bodies else None, output=text)
         self.metrics.observe(b.variant if b else call.variant, status, label, latency, tin, tout or 0)
+
+    def _record(self, latency_s: float, **fields) -> None:
+        """One audit row, and one span when OpenTelemetry is on."""
+        self.audit.append(**fields)
+        if self.tracer is not None:
+            self.tracer.record(f"gateway {fields['kind']}", latency_s, fields)
