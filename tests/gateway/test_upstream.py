@@ -1,6 +1,9 @@
 """The gateway's upstream client against real TCP servers on loopback that misbehave on purpose."""
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 
 import pytest
 
@@ -188,3 +191,37 @@ def test_closing_a_stream_early_aborts_its_connection():
             slot_back = await asyncio.wait_for(client.origins["http" + s.url.split("//")[1]].slots.acquire(), 1)
             return slot_back
     assert run(main()) is True
+
+
+def self_signed(tmp_path) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl (the CLI) makes the test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_https_backends_are_verified(tmp_path, monkeypatch):
+    """TLS with the system's verification: a certificate trusted through SSL_CERT_FILE passes,
+    the same server is refused when nothing vouches for its certificate."""
+    cert, key = self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def main(trusted: bool):
+        server = await asyncio.start_server(Server(reply_ok)._serve, "127.0.0.1", 0, ssl=server_ctx)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/models"
+        try:
+            if trusted:
+                return (await Upstream(8, 2.0, 5.0).request("GET", url)).status
+            with pytest.raises(UpstreamError, match="CERTIFICATE_VERIFY_FAILED"):
+                await Upstream(8, 2.0, 5.0).request("GET", url)
+        finally:
+            server.close()
+
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    assert run(main(True)) == 200
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
+    run(main(False))
