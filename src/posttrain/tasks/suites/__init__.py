@@ -29,10 +29,19 @@ SUITES = {  # name -> module; one line per suite
 }
 
 
+EXTRAS = {"cad": "cad"}  # suite -> the pyproject extra its generation needs
+
+
 def suite_module(name: str):
     if name not in SUITES:
         raise PosttrainError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}")
-    return importlib.import_module(SUITES[name])
+    try:
+        return importlib.import_module(SUITES[name])
+    except ModuleNotFoundError as e:
+        if name not in EXTRAS or (e.name or "").startswith("posttrain"):
+            raise
+        raise PosttrainError(f"suite {name} needs the {EXTRAS[name]} extra ({e.name} is not installed): "
+                             f"pip install -c constraints.txt -e '.[{EXTRAS[name]}]'") from None
 
 
 def parse_knobs(module, pairs: list[str]):
