@@ -99,14 +99,18 @@ def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict
     return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix)
 
 
-def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -> torch.Tensor:
-    """Attention output for every packed query token; q: [N, H, D] -> [N, H, D]."""
-    out = torch.empty_like(q)
+def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float, dtype=None) -> torch.Tensor:
+    """Attention output for every packed query token; q: [N, H, D] -> [N, H, D].
+
+    dtype=torch.float64 is exact attention (engine/exact_attention.py): computed in float64
+    and rounded once to q's dtype, so the summation order no longer shows in the result."""
+    qx = q if dtype is None else q.to(dtype)
+    out = torch.empty_like(qx)
     if "multi" in plan:
-        _attend_multi(q, out, kv, layer, plan["multi"], scale)
+        _attend_multi(qx, out, kv, layer, plan["multi"], scale)
     if "decode" in plan:
-        _attend_decode(q, out, kv, layer, plan["decode"], scale)
-    return out
+        _attend_decode(qx, out, kv, layer, plan["decode"], scale)
+    return out if out.dtype == q.dtype else out.to(q.dtype)
 
 
 def _zero_unwritten(k, v, valid):
@@ -117,7 +121,7 @@ def _zero_unwritten(k, v, valid):
 
 
 def _attend_multi(q, out, kv, layer, g, scale) -> None:
-    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["kvalid"])  # [G, L, KVH, D]
+    k, v = _zero_unwritten(*kv.read(layer, g["tables"], q.dtype), g["kvalid"])  # [G, L, KVH, D]
     k, v = k.transpose(1, 2), v.transpose(1, 2)  # [G, KVH, L, D]
     qg = q[g["tok"]].transpose(1, 2)  # [G, H, Qmax, D]
     qmax, lmax = qg.shape[2], k.shape[2]
@@ -147,10 +151,10 @@ def _softmax_attend(q, k, v, mask, scale) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _attend_decode(q, out, kv, layer, g, scale) -> None:
     qd = q[g["tok"]]  # [B, H, D]
-    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["mask"])
+    k, v = _zero_unwritten(*kv.read(layer, g["tables"], q.dtype), g["mask"])
     o, lse = _softmax_attend(qd, k, v, g["mask"], scale)  # each sequence's own blocks
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
-        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D]
+        kp, vp = kv.read(layer, blocks, q.dtype)  # [NG, Lp, KVH, D]
         op, lp = _softmax_attend_shared(qd[rows], kp, vp, scale)  # [NG, G, H, D], [NG, G, H]
         m = torch.maximum(lse[rows], lp)
         w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)

@@ -67,7 +67,9 @@ class PagedEngine(Engine):
         # packed linears: batch-invariant fp32 rows; bf16 always (its unpacked kernels reorder per call)
         wants_pack = self.config.batch_invariant or self.dtype.name == "bfloat16"
         self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
-        self.runner = ModelRunner(self.model, self.packed)
+        # exact (float64) attention: batch-invariant fp32 logprobs (engine/exact_attention.py)
+        self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
+        self.runner = ModelRunner(self.model, self.packed, self.exact_attention)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -81,7 +83,8 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed)
+            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
+                                     self.exact_attention)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
