@@ -161,13 +161,13 @@ def _softmax_attend(q, k, v, scale, mask=None) -> tuple[torch.Tensor, torch.Tens
 def _attend_decode(q, out, kv, layer, g, scale) -> None:
     qd = q if g["all"] else q[g["tok"]]  # [B, H, D]
     b, h, d = qd.shape
-    k, v = kv.read(layer, g["tables"], q.dtype)  # [B, L, KVH, D]
+    k, v = kv.read(layer, g["tables"])  # [B, L, KVH, D] in the compute dtype; _heads casts
     kvh = k.shape[2]
     k, v = _heads(k, q.dtype), _heads(v, q.dtype).masked_fill_(~g["mask"].view(b, 1, -1, 1), 0)
     o, lse = _softmax_attend(qd.view(b, kvh, h // kvh, d), k, v, scale, g["mask"])  # each sequence's own blocks
     o, lse = o.reshape(b, h, d), lse.reshape(b, h)
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
-        kp, vp = kv.read(layer, blocks, q.dtype)  # [NG, Lp, KVH, D], every slot written
+        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D], every slot written
         op, lp = _softmax_attend_shared(qd[rows], _heads(kp, q.dtype), _heads(vp, q.dtype), scale)
         m = torch.maximum(lse[rows], lp)
         w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)

@@ -23,7 +23,7 @@ from posttrain.engine.dtypes import cast_copy, choose_dtype
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
-from posttrain.engine.sampling import make_generators, row_params, sample_rows, scale_logits, trainer_log_softmax
+from posttrain.engine.sampling import make_generators, processed_logprobs_, row_params, sample_rows
 from posttrain.engine.scheduler import Scheduler
 from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
@@ -226,8 +226,8 @@ class PagedEngine(Engine):
         """
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
-        scaled = scale_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
-        logp = trainer_log_softmax(scaled) if self.config.batch_invariant else torch.log_softmax(scaled, dim=-1)
+        # [M, V], computed in the logits' own memory; generators live on the CPU
+        logp = processed_logprobs_(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu(), self.config.batch_invariant)
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)
