@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -99,7 +99,6 @@ class PagedEngine(Engine):
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
             runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,
         )
-
 
     # ---- the Engine interface ------------------------------------------------------------
 
@@ -295,6 +294,4 @@ class PagedEngine(Engine):
 
 def _no_logits(batch):
     """The same batch asking for no logits (the draft only needs its KV written)."""
-    from dataclasses import replace
-
     return replace(batch, logits_index=batch.logits_index[:0])
