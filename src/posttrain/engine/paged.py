@@ -69,7 +69,8 @@ class PagedEngine(Engine):
         self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
         # exact (float64) attention: batch-invariant fp32 logprobs (engine/exact_attention.py)
         self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
-        self.runner = ModelRunner(self.model, self.packed, self.exact_attention)
+        self.attn_dtype = torch.float64 if self.exact_attention else None
+        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -84,7 +85,7 @@ class PagedEngine(Engine):
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
             self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
-                                     self.exact_attention)
+                                     self.attn_dtype)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
