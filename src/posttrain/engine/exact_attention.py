@@ -10,8 +10,8 @@ value, and then one float32 ulp). The engine does the same with `EngineConfig(ba
 True)` (engine/attention.py, dtype=float64), so an engine's logprobs equal, bit for bit in the
 tests, those of a trainer whose model went through `use_exact_attention`.
 
-Cost, measured on SmolLM2-135M (BENCHMARKS.md, issue 21): +4% to +23% on a trainer forward
-and backward (more at longer sequences); hence a transform the caller opts into, not a default.
+Cost, measured on SmolLM2-135M (BENCHMARKS.md, issue 21): +10-13% on a trainer forward and
+backward at 4 x 256 tokens, +23% at 1 x 1024; hence a transform the caller opts into, not a default.
 """
 
 from __future__ import annotations
