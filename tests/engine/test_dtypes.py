@@ -93,3 +93,14 @@ def test_batch_invariant_engine_agrees_with_the_trainer_alone_and_in_a_batch(mod
             with torch.no_grad():
                 want = token_logprobs(model, ids, torch.ones_like(ids), 0.8)[0, len(p):]
             assert (want - torch.tensor(c.logprobs)).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize("out_features", [64, 128])
+def test_packed_single_row_gets_the_bits_of_a_batch(out_features):
+    """MKL's packed sgemm gives a 1-row call of some shapes (64 x 128 here) other bits than
+    a batch; the probe at pack time routes such calls through two rows."""
+    lin = PackedLinear(torch.nn.Linear(128, out_features, bias=False))
+    x = torch.randn(24, 128, generator=torch.Generator().manual_seed(1))
+    batch = lin(x)
+    for r in range(24):
+        assert torch.equal(lin(x[r : r + 1]), batch[r : r + 1]), r

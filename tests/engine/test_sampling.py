@@ -1,5 +1,6 @@
 """Sampling functions: processed distributions and the inverse-CDF sampler."""
 
+import pytest
 import torch
 
 from posttrain.engine.sampling import make_generators, process_logits, sample_rows
@@ -35,3 +36,24 @@ def test_greedy_rows_take_argmax_and_seeds_reproduce():
     a, _ = sample_rows(logp, greedy, make_generators(5, 6))
     b, _ = sample_rows(logp, greedy, make_generators(5, 6))
     assert torch.equal(a, b) and torch.equal(a[::2], logp.argmax(-1)[::2])
+
+
+@pytest.mark.parametrize("temperature,top_p,top_k", [(1.0, 1.0, 0), (0.7, 1.0, 0), (0.0, 1.0, 0), (0.8, 0.9, 5)])
+@pytest.mark.parametrize("trainer_form", [True, False])
+def test_in_place_processed_logprobs_have_the_out_of_place_bits(temperature, top_p, top_k, trainer_form):
+    from posttrain.engine.sampling import processed_logprobs_, scale_logits, trainer_log_softmax
+
+    logits = torch.randn(6, 3000, generator=torch.Generator().manual_seed(4)) * 4
+    t = torch.tensor([temperature] * 5 + [1.0])  # a mixed batch: one row at T = 1
+    p, k = torch.full((6,), top_p), torch.full((6,), top_k, dtype=torch.long)
+    scaled = scale_logits(logits, t, p, k)
+    want = trainer_log_softmax(scaled) if trainer_form else torch.log_softmax(scaled, dim=-1)
+    assert torch.equal(processed_logprobs_(logits.clone(), t, p, k, trainer_form), want)
+
+
+def test_logsumexp_rows_has_torch_bits():
+    from posttrain.engine.sampling import logsumexp_rows
+
+    x = torch.randn(9, 5000, generator=torch.Generator().manual_seed(2)) * 30
+    x[3] = float("-inf")  # an all -inf row: max is replaced by 0, as in ATen
+    assert torch.equal(logsumexp_rows(x), torch.logsumexp(x, dim=-1, keepdim=True))

@@ -96,17 +96,22 @@ def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict
         for b in buckets.values()
     ]
     tok = torch.tensor([starts[s] for s in seqs], device=device)
-    return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix)
+    every = starts[-1] == len(seqs)  # the step is decodes only: row r is token r
+    return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix, all=every)
 
 
-def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -> torch.Tensor:
-    """Attention output for every packed query token; q: [N, H, D] -> [N, H, D]."""
-    out = torch.empty_like(q)
+def attend(q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float, dtype=None) -> torch.Tensor:
+    """Attention output for every packed query token; q: [N, H, D] -> [N, H, D].
+
+    dtype=torch.float64 is exact attention (engine/exact_attention.py): computed in float64
+    and rounded once to q's dtype, so the summation order no longer shows in the result."""
+    qx = q if dtype is None else q.to(dtype)
+    out = torch.empty_like(qx)
     if "multi" in plan:
-        _attend_multi(q, out, kv, layer, plan["multi"], scale)
+        _attend_multi(qx, out, kv, layer, plan["multi"], scale)
     if "decode" in plan:
-        _attend_decode(q, out, kv, layer, plan["decode"], scale)
-    return out
+        _attend_decode(qx, out, kv, layer, plan["decode"], scale)
+    return out if out.dtype == q.dtype else out.to(q.dtype)
 
 
 def _zero_unwritten(k, v, valid):
@@ -117,7 +122,7 @@ def _zero_unwritten(k, v, valid):
 
 
 def _attend_multi(q, out, kv, layer, g, scale) -> None:
-    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["kvalid"])  # [G, L, KVH, D]
+    k, v = _zero_unwritten(*kv.read(layer, g["tables"], q.dtype), g["kvalid"])  # [G, L, KVH, D]
     k, v = k.transpose(1, 2), v.transpose(1, 2)  # [G, KVH, L, D]
     qg = q[g["tok"]].transpose(1, 2)  # [G, H, Qmax, D]
     qmax, lmax = qg.shape[2], k.shape[2]
@@ -132,38 +137,58 @@ def _attend_multi(q, out, kv, layer, g, scale) -> None:
     out[g["tok"][g["valid"]]] = og[g["valid"]]
 
 
-def _softmax_attend(q, k, v, mask, scale) -> tuple[torch.Tensor, torch.Tensor]:
-    """q: [B, H, D]; k, v: [B, L, KVH, D]; mask: [B, L] or None -> (out [B, H, D], lse [B, H])."""
-    b, h, d = q.shape
-    kvh = k.shape[2]
-    qg = q.view(b, kvh, h // kvh, d)
-    scores = torch.einsum("bkgd,blkd->bkgl", qg, k) * scale  # [B, KVH, H/KVH, L]
+def _heads(x: torch.Tensor, dtype) -> torch.Tensor:
+    """[B, L, KVH, D] -> contiguous [B, KVH, L, D] in dtype: one pass that permutes (and casts),
+    so both products below run as plain batched GEMMs without further copies."""
+    b, l, kvh, d = x.shape
+    out = torch.empty(b, kvh, l, d, dtype=dtype, device=x.device)
+    out.copy_(x.permute(0, 2, 1, 3))
+    return out
+
+
+def _softmax_attend(q, k, v, scale, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """q: [B, KVH, M, D]; k, v: [B, KVH, L, D]; mask: [B, L] or None -> (out [B, KVH, M, D], lse [B, KVH, M, 1]).
+
+    A K slot past the context may hold anything: the mask overwrites its score (NaN included);
+    V there must already be zero (0 * NaN is NaN). Every row has at least one unmasked key."""
+    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # [B, KVH, M, L]
     if mask is not None:
-        scores = scores.masked_fill(~mask.view(b, 1, 1, -1), float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    o = torch.einsum("bkgl,blkd->bkgd", torch.exp(scores - lse), v)
-    return o.reshape(b, h, d), lse.reshape(b, h)
+        scores.masked_fill_(~mask.view(mask.shape[0], 1, 1, -1), float("-inf"))
+    if q.dtype == torch.float32:  # the order the library default's fp32 numerics were measured with
+        lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+        return torch.matmul(torch.exp(scores - lse), v), lse
+    # float64 (exact: any order rounds alike) and bf16: three fewer passes, normalised after the product
+    top = torch.amax(scores, dim=-1, keepdim=True)
+    weights = scores.sub_(top).exp_()
+    total = weights.sum(-1, keepdim=True)
+    return torch.matmul(weights, v).div_(total), total.log_().add_(top)
 
 
 def _attend_decode(q, out, kv, layer, g, scale) -> None:
-    qd = q[g["tok"]]  # [B, H, D]
-    k, v = _zero_unwritten(*kv.read(layer, g["tables"]), g["mask"])
-    o, lse = _softmax_attend(qd, k, v, g["mask"], scale)  # each sequence's own blocks
+    qd = q if g["all"] else q[g["tok"]]  # [B, H, D]
+    b, h, d = qd.shape
+    k, v = kv.read(layer, g["tables"])  # [B, L, KVH, D] in the compute dtype; _heads casts
+    kvh = k.shape[2]
+    k, v = _heads(k, q.dtype), _heads(v, q.dtype).masked_fill_(~g["mask"].view(b, 1, -1, 1), 0)
+    o, lse = _softmax_attend(qd.view(b, kvh, h // kvh, d), k, v, scale, g["mask"])  # each sequence's own blocks
+    o, lse = o.reshape(b, h, d), lse.reshape(b, h)
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
-        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D]
-        op, lp = _softmax_attend_shared(qd[rows], kp, vp, scale)  # [NG, G, H, D], [NG, G, H]
+        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D], every slot written
+        op, lp = _softmax_attend_shared(qd[rows], _heads(kp, q.dtype), _heads(vp, q.dtype), scale)
         m = torch.maximum(lse[rows], lp)
         w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)
         o[rows] = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
-    out[g["tok"]] = o
+    if g["all"]:
+        out.copy_(o)
+    else:
+        out[g["tok"]] = o
 
 
 def _softmax_attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
-    """Groups of G queries [NG, G, H, D] over their shared K/V [NG, L, KVH, D] -> out, lse."""
+    """Groups of G queries [NG, G, H, D] over their shared K/V [NG, KVH, L, D] -> out [NG, G, H, D], lse [NG, G, H]."""
     ng, g, h, d = q.shape
-    kvh = k.shape[2]
-    qg = q.view(ng, g, kvh, h // kvh, d)
-    scores = torch.einsum("ngkhd,nlkd->ngkhl", qg, k) * scale
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    o = torch.einsum("ngkhl,nlkd->ngkhd", torch.exp(scores - lse), v)
-    return o.reshape(ng, g, h, d), lse.reshape(ng, g, h)
+    kvh = k.shape[1]
+    qg = q.view(ng, g, kvh, h // kvh, d).transpose(1, 2).reshape(ng, kvh, g * (h // kvh), d)
+    o, lse = _softmax_attend(qg, k, v, scale)  # [NG, KVH, G * H/KVH, D]
+    o = o.view(ng, kvh, g, h // kvh, d).transpose(1, 2).reshape(ng, g, h, d)
+    return o, lse.view(ng, kvh, g, h // kvh).transpose(1, 2).reshape(ng, g, h)

@@ -83,18 +83,19 @@ class KVCache:
         store[layer].index_copy_(0, slots, q)
         scales[layer].index_copy_(0, slots, scale.float())
 
-    def read(self, layer: int, tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """tables: [B, NB] block ids -> k, v: [B, NB * block_size, KVH, D] in the compute dtype."""
-        return self._gather(self.k, layer, tables, "k"), self._gather(self.v, layer, tables, "v")
+    def read(self, layer: int, tables: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """tables: [B, NB] block ids -> k, v: [B, NB * block_size, KVH, D] in `dtype` (default: the compute dtype)."""
+        want = dtype or self.compute_dtype
+        return self._gather(self.k, layer, tables, "k", want), self._gather(self.v, layer, tables, "v", want)
 
-    def _gather(self, store: torch.Tensor, layer: int, tables: torch.Tensor, name: str) -> torch.Tensor:
+    def _gather(self, store: torch.Tensor, layer: int, tables: torch.Tensor, name: str, want: torch.dtype) -> torch.Tensor:
         bs = self.block_size
         x = _take_blocks(store[layer].view(-1, bs, *store.shape[2:]), tables).flatten(1, 2)  # [B, NB*bs, KVH, D]
         if self.quantized:
             scales = _take_blocks(getattr(self, f"{name}_scale")[layer].view(-1, bs, store.shape[2], self.groups), tables)
             x = x.to(self.compute_dtype).unflatten(-1, (self.groups, -1))  # [B, L, KVH, G, D/G]
-            return (x * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)).flatten(-2)
-        return x if x.dtype == self.compute_dtype else x.to(self.compute_dtype)
+            x = (x * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)).flatten(-2)
+        return x if x.dtype == want else x.to(want)
 
     def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copy-on-write: duplicate whole blocks src -> dst in every layer."""

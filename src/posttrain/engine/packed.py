@@ -4,7 +4,8 @@ fp32 goes through MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), bf16 through
 (`torch.ops.mkldnn._linear_pointwise`, AMX/AVX-512-BF16 kernels): packing once saves the
 per-call weight reorder that dominates small-batch decode. MKL's packed path gives every row
 the same bits whatever the row count, equal to plain `F.linear` at >= 16 rows (the trainer's
-forward), so fp32 decode is batch-invariant. A packed copy follows its source parameter:
+forward), so fp32 decode is batch-invariant; for the few shapes where a single row takes
+another path (probed when packing), a 1-row call runs as two rows. A packed copy follows its source parameter:
 it is rebuilt when the parameter was modified in place (its version counter moved).
 """
 
@@ -32,6 +33,7 @@ class PackedLinear:
         self.weight, self.bias = linear.weight, linear.bias
         self.key = None
         self.packed = None
+        self.pad_single = False  # run 1-row calls as 2 rows: MKL takes another path for a few shapes
 
     def _key(self) -> tuple:
         w = self.weight  # an inference tensor has no version counter: update_weights invalidates
@@ -50,14 +52,23 @@ class PackedLinear:
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
         self.key = self._key()
+        self.pad_single = False
+        if w.dtype == torch.float32:  # probe once: does one row get the bits it gets among others?
+            probe = torch.randn(2, w.shape[1], generator=torch.Generator().manual_seed(0)).to(w.device)
+            self.pad_single = not torch.equal(self._call(probe[:1]), self._call(probe)[:1])
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self._stale():
-            self._pack()
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.detach()
         if self.weight.dtype == torch.float32:
             return torch.ops.mkl._mkl_linear(x, self.packed, self.weight.detach(), bias, x.shape[0])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self._stale():
+            self._pack()
+        if self.pad_single and x.shape[0] == 1:
+            return self._call(x.expand(2, -1).contiguous())[:1]
+        return self._call(x)
 
 
 class PlainLinear:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -23,7 +23,7 @@ from posttrain.engine.dtypes import cast_copy, choose_dtype
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
-from posttrain.engine.sampling import make_generators, row_params, sample_rows, scale_logits, trainer_log_softmax
+from posttrain.engine.sampling import make_generators, processed_logprobs_, row_params, sample_rows
 from posttrain.engine.scheduler import Scheduler
 from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
@@ -67,7 +67,10 @@ class PagedEngine(Engine):
         # packed linears: batch-invariant fp32 rows; bf16 always (its unpacked kernels reorder per call)
         wants_pack = self.config.batch_invariant or self.dtype.name == "bfloat16"
         self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
-        self.runner = ModelRunner(self.model, self.packed)
+        # exact (float64) attention: batch-invariant fp32 logprobs (engine/exact_attention.py)
+        self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
+        self.attn_dtype = torch.float64 if self.exact_attention else None
+        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -81,7 +84,8 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed)
+            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
+                                     self.attn_dtype)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
@@ -96,7 +100,6 @@ class PagedEngine(Engine):
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
             runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,
         )
-
 
     # ---- the Engine interface ------------------------------------------------------------
 
@@ -223,8 +226,8 @@ class PagedEngine(Engine):
         """
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
-        scaled = scale_logits(logits, temp, top_p, top_k).cpu()  # [M, V]; generators live on the CPU
-        logp = trainer_log_softmax(scaled) if self.config.batch_invariant else torch.log_softmax(scaled, dim=-1)
+        # [M, V], computed in the logits' own memory; generators live on the CPU
+        logp = processed_logprobs_(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu(), self.config.batch_invariant)
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)
@@ -292,6 +295,4 @@ class PagedEngine(Engine):
 
 def _no_logits(batch):
     """The same batch asking for no logits (the draft only needs its KV written)."""
-    from dataclasses import replace
-
     return replace(batch, logits_index=batch.logits_index[:0])

@@ -7,7 +7,9 @@ to their slots and read back through each sequence's block table.
 
 Its linears are called through engine/packed.py: with `packed=True` (CPU) the weights are
 pre-packed for MKL (fp32) or oneDNN (bf16), which is faster and batch-invariant (a token's
-logits do not depend on how many tokens share its step, and match the trainer's forward).
+logits do not depend on how many tokens share its step, and match the trainer's forward);
+with `attn_dtype=torch.float64` attention runs in float64 (engine/exact_attention.py), so its
+result does not depend on the order the paged layout sums in either.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class ModelRunner:
-    def __init__(self, model, packed: bool = False):
+    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -56,6 +58,7 @@ class ModelRunner:
         self.device = next(model.parameters()).device
         self.linears = linears_of(model, packed)  # share the model's weights (packed: a copy that follows them)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
+        self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (engine/exact_attention.py)
 
     def weights_changed(self) -> None:
         """Repack before the next forward (in-place updates are also caught by version)."""
@@ -83,7 +86,7 @@ class ModelRunner:
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             kv.write(li, batch.slots, k, v)
-            o = attend(q, kv, li, plan, attn.scaling)  # [N, H, D]
+            o = attend(q, kv, li, plan, attn.scaling, self.attn_dtype)  # [N, H, D]
             h = h + lin["o"](o.reshape(n, -1))
             x = layer.post_attention_layernorm(h)
             h = h + lin["down"](self.act(lin["gate"](x)) * lin["up"](x))  # the Llama/Qwen MLP
