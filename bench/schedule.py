@@ -197,8 +197,16 @@ def main() -> None:
     out["bench_wall_s"] = time.time() - t0
     table([(k, v) for k, v in out.items() if isinstance(v, (int, float, bool))])
     if args.json:
+        for r in out.get("tail_runs", {}).values():  # quantiles, not the raw samples
+            r["costs"]["verify_s"] = {d: quantiles(v) for d, v in r["costs"]["verify_s"].items()}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))
+
+
+def quantiles(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    at = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    return {"n": len(xs), "p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": xs[-1]}
 
 
 if __name__ == "__main__":
