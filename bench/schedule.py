@@ -10,8 +10,12 @@ curriculum: a synthetic suite (4 domains x 100 tasks, known pass rates, a simula
 picks: 100,000 tasks in 500 domains with the curriculum on; p99 of next(), the JSON state
   with every task touched, and prime-rl's O(n) rescan per pick for comparison.
 long tail (measured): the real Pipeline, a real tiny engine and trainer, verifiers that sleep
-  lognormal times (sigma 1); over-provisioning against none at the same staleness bound.
-simulator: costs fitted on one measured run predict the other runs (both measured).
+  lognormal times (sigma 1, median 0.12 trainer steps); over-provisioning (fixed, hedges, and
+  hedges with partial rollouts) against none at the same staleness bound. The trainer's step
+  is real compute on 64 episodes of 121 tokens each (bench/schedule_workload.py).
+simulator: costs fitted on one measured run predict the other runs (both measured); the
+  worst error over the headline fit (`sim_error`), over every fit (`sim_error_all_fits`), and
+  with each predicted run's own trainer step (`sim_error_own_step*`).
 No dependency beyond the package.
 """
 
@@ -93,10 +97,11 @@ def tail_configs(b: int) -> dict[str, dict]:
                              carry_staleness=1)}
 
 
-def tail_section(size: dict, only: list[str] | None = None) -> dict:
+def tail_section(size: dict, only: list[str] | None = None, verify_steps: float = VERIFY_STEPS) -> dict:
     b, g = TAIL["groups_per_step"], TAIL["group_size"]
     TAIL["train_step_s_calibrated"] = train_step_s(TAIL["obs_tokens"], b, g)
-    TAIL["median_s"] = round(VERIFY_STEPS * TAIL["train_step_s_calibrated"], 4)
+    TAIL["verify_steps"] = verify_steps
+    TAIL["median_s"] = round(verify_steps * TAIL["train_step_s_calibrated"], 4)
     print(f"  trainer step {TAIL['train_step_s_calibrated']:.3f} s: verifier median {TAIL['median_s']} s")
     runs = {}
     for name, kw in tail_configs(b).items():
@@ -172,6 +177,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
     ap.add_argument("--runs", nargs="*", help="only these long-tail runs (default: all)")
+    ap.add_argument("--verify-steps", type=float, default=VERIFY_STEPS,
+                    help="the verifier's median in trainer steps (a sensitivity check; the default is the headline's)")
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
@@ -185,7 +192,7 @@ def main() -> None:
     if args.only in (None, "picks"):
         out |= picks_section(size)
     if args.only in (None, "tail"):
-        runs = tail_section(size, args.runs)
+        runs = tail_section(size, args.runs, args.verify_steps)
         out |= tail_summary(runs)
         out["tail_runs"] = runs
         if len(runs) > 1:
