@@ -19,3 +19,16 @@ def test_hedges_follow_stragglers():
         h.finished(uid, 12.6)
     assert h.hedges(12.7) == 1
     assert StragglerHedge(factor=0.0, cap=4).hedges(0.0) == 4
+
+
+def test_the_next_straggler_is_known_ahead():
+    h = StragglerHedge(factor=2.0, cap=4)
+    assert h.next_straggler_in(0.0) is None            # no median yet: nobody straggles
+    for uid in range(MIN_SEEN):
+        h.issued(uid, "a", 0.0)
+        h.finished(uid, 1.0)                           # median 1 s: straggler after 2 s
+    h.issued(100, "a", 10.0)
+    h.issued(101, "a", 10.5)
+    assert abs(h.next_straggler_in(11.0) - 1.0) < 1e-9
+    assert abs(h.next_straggler_in(12.2) - 0.3) < 1e-9  # 100 is late already: 101 is next
+    assert h.next_straggler_in(13.0) is None
