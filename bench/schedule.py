@@ -178,7 +178,8 @@ def main() -> None:
     ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
     ap.add_argument("--runs", nargs="*", help="only these long-tail runs (default: all)")
     ap.add_argument("--verify-steps", type=float, default=VERIFY_STEPS,
-                    help="the verifier's median in trainer steps (a sensitivity check; the default is the headline's)")
+                    help="the verifier's median in trainer steps (a sensitivity check; "
+                         "the default is the headline's)")
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     torch.set_num_threads(1)

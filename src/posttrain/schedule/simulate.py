@@ -7,9 +7,9 @@ first generates on one of `engines` (first come, first served: the engine serial
 generate calls), then verifies in a sandbox slot, its G episodes side by side (the group's
 verify time is the slowest of G draws). The trainer takes B finished groups, trains for
 `train_s` and publishes for `sync_s`; the version then rises and groups older than the
-bound (plus `carry_staleness`, partial rollouts) are dropped. With `hedge_after`, the over-provisioned groups are issued only as hedges,
-one per group in flight longer than hedge_after x its domain's median group time, as the
-pipeline does (rollout/hedge.py). With max_staleness 0 the pipeline runs synchronous waves instead: the
+bound (plus `carry_staleness`, partial rollouts) are dropped. With `hedge_after`, the
+over-provisioned groups are issued only as hedges, one per group in flight longer than
+hedge_after x its domain's median group time, as the pipeline does (rollout/hedge.py). With max_staleness 0 the pipeline runs synchronous waves instead: the
 trainer issues B + overprovision groups, waits for all, trains.
 """
 
