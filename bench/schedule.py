@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -109,7 +110,9 @@ def tail_section(size: dict, only: list[str] | None = None, verify_steps: float 
             continue
         cfg = RolloutConfig(steps=size["tail_steps"], groups_per_step=b, group_size=g,
                             filter_zero_variance=False, groups_per_wave=kw.pop("groups_per_wave", 1), **kw)
+        load = os.getloadavg()[0]   # other jobs on the machine show here (and in the step times)
         runs[name] = measured_run(cfg, TAIL["median_s"], TAIL["sigma"], obs_tokens=TAIL["obs_tokens"])
+        runs[name]["load_avg_1m"] = [load, os.getloadavg()[0]]
         print(f"  measured {name}: {runs[name]['throughput']:.2f} groups/s, "
               f"idle {runs[name]['trainer_idle_frac']:.3f}", flush=True)
     return runs
