@@ -121,7 +121,6 @@ class Pipeline(RolloutLoop):
         groups = self.buffer.take(n, self.sampler.batch_plan(n))
         self.sampler.settle(n, [g.job for g in groups])
         self.taken += len(groups)
-        self.cond.notify_all()  # the buffer no longer holds a batch: hedges may be due (_poll_s)
         return groups
 
     @property
