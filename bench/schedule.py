@@ -10,8 +10,12 @@ curriculum: a synthetic suite (4 domains x 100 tasks, known pass rates, a simula
 picks: 100,000 tasks in 500 domains with the curriculum on; p99 of next(), the JSON state
   with every task touched, and prime-rl's O(n) rescan per pick for comparison.
 long tail (measured): the real Pipeline, a real tiny engine and trainer, verifiers that sleep
-  lognormal times (sigma 1); over-provisioning against none at the same staleness bound.
-simulator: costs fitted on one measured run predict the other runs (both measured).
+  lognormal times (sigma 1, median 0.12 trainer steps); over-provisioning (fixed, hedges, and
+  hedges with partial rollouts) against none at the same staleness bound. The trainer's step
+  is real compute on 64 episodes of 121 tokens each (bench/schedule_workload.py).
+simulator: costs fitted on one measured run predict the other runs (both measured); the
+  worst error over the headline fit (`sim_error`), over every fit (`sim_error_all_fits`), and
+  with each predicted run's own trainer step (`sim_error_own_step*`).
 No dependency beyond the package.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -29,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from schedule_synthetic import curriculum_run, pick_speed, rescan_pick_ms, share_run, window_dev_pp  # noqa: E402
-from schedule_workload import measured_run  # noqa: E402
+from schedule_workload import measured_run, train_step_s  # noqa: E402
 
 from posttrain.rollout.config import RolloutConfig  # noqa: E402
 from posttrain.schedule.simulate import Costs, SimConfig, simulate  # noqa: E402
@@ -37,9 +42,14 @@ from posttrain.machine import cpu_info  # noqa: E402
 
 SIZES = {"quick": dict(share_steps=200, cur_steps=60, cur_seeds=3, picks=5000, tail_steps=25),
          "full": dict(share_steps=600, cur_steps=60, cur_seeds=5, picks=20000, tail_steps=50)}
-TAIL = dict(groups_per_step=8, group_size=8, median_s=0.1, sigma=1.0)
+# The verifier's median is VERIFY_STEPS trainer steps (measured at the start), so that the
+# workload is balanced on any machine: with the long tail, none at s = 1 waits for the
+# slowest of its B groups, while the trainer's step is as long as a batch's rollouts.
+TAIL = dict(groups_per_step=8, group_size=8, sigma=1.0, obs_tokens=112)
+VERIFY_STEPS = 0.12
 HEDGE_AFTER = 1.5   # a group in flight 1.5x its domain's median group time is a straggler
-HEADLINE = "hedge_s2"   # the run whose numbers are the issue's keys
+CARRY_AFTER = 0.75  # with partial rollouts a straggler may be replaced sooner: it is not lost
+HEADLINE = "carry_s1"   # the run whose numbers are the issue's keys
 
 
 def shares_section(size: dict) -> dict:
@@ -79,20 +89,30 @@ def tail_configs(b: int) -> dict[str, dict]:
             "none_s1": dict(max_staleness=1, overprovision=0, workers=2 * b),
             "over_s1": dict(max_staleness=1, overprovision=b, workers=3 * b),
             "hedge_s1": dict(max_staleness=1, overprovision=b, workers=3 * b, hedge_after=HEDGE_AFTER),
+            "carry_s1": dict(max_staleness=1, overprovision=b, workers=3 * b, hedge_after=CARRY_AFTER,
+                             carry_staleness=1),
             "none_s2": dict(max_staleness=2, overprovision=0, workers=3 * b),
             "over_s2": dict(max_staleness=2, overprovision=b, workers=4 * b),
-            "hedge_s2": dict(max_staleness=2, overprovision=b, workers=4 * b, hedge_after=HEDGE_AFTER)}
+            "hedge_s2": dict(max_staleness=2, overprovision=b, workers=4 * b, hedge_after=HEDGE_AFTER),
+            "carry_s2": dict(max_staleness=2, overprovision=b, workers=4 * b, hedge_after=CARRY_AFTER,
+                             carry_staleness=1)}
 
 
-def tail_section(size: dict, only: list[str] | None = None) -> dict:
+def tail_section(size: dict, only: list[str] | None = None, verify_steps: float = VERIFY_STEPS) -> dict:
     b, g = TAIL["groups_per_step"], TAIL["group_size"]
+    TAIL["train_step_s_calibrated"] = train_step_s(TAIL["obs_tokens"], b, g)
+    TAIL["verify_steps"] = verify_steps
+    TAIL["median_s"] = round(verify_steps * TAIL["train_step_s_calibrated"], 4)
+    print(f"  trainer step {TAIL['train_step_s_calibrated']:.3f} s: verifier median {TAIL['median_s']} s")
     runs = {}
     for name, kw in tail_configs(b).items():
         if only and name not in only:
             continue
         cfg = RolloutConfig(steps=size["tail_steps"], groups_per_step=b, group_size=g,
                             filter_zero_variance=False, groups_per_wave=kw.pop("groups_per_wave", 1), **kw)
-        runs[name] = measured_run(cfg, TAIL["median_s"], TAIL["sigma"])
+        load = os.getloadavg()[0]   # other jobs on the machine show here (and in the step times)
+        runs[name] = measured_run(cfg, TAIL["median_s"], TAIL["sigma"], obs_tokens=TAIL["obs_tokens"])
+        runs[name]["load_avg_1m"] = [load, os.getloadavg()[0]]
         print(f"  measured {name}: {runs[name]['throughput']:.2f} groups/s, "
               f"idle {runs[name]['trainer_idle_frac']:.3f}", flush=True)
     return runs
@@ -115,30 +135,38 @@ def tail_summary(runs: dict) -> dict:
     return out
 
 
-def predict(costs: dict, name: str, steps: int) -> dict:
+def predict(costs: dict, name: str, steps: int, train_s: float | None = None) -> dict:
     b, g = TAIL["groups_per_step"], TAIL["group_size"]
     kw = dict(tail_configs(b)[name])
     kw.pop("groups_per_wave", None)
-    c = Costs(gen_s=costs["gen_s"], verify_s=costs["verify_s"], train_s=costs["train_s"])
+    c = Costs(gen_s=costs["gen_s"], verify_s=costs["verify_s"], train_s=train_s or costs["train_s"])
     return simulate(c, SimConfig(steps=steps, groups_per_step=b, group_size=g,
                                  shared_cpu=costs["shared_cpu"], **kw),
                     repeats=5).as_dict()
 
 
 def sim_section(runs: dict, steps: int, fit_on: str = "none_s1") -> dict:
-    """Fit on one measured run; predict every other configuration's idle share and throughput."""
+    """Fit on one measured run; predict every other configuration's idle share and throughput.
+    `own_step_err`: the same prediction given the predicted run's own measured trainer step,
+    which separates the model's error from the step time's drift between runs (the load)."""
     costs = runs[fit_on]["costs"]
-    out, errors = {}, []
+    out, errors, own = {}, [], []
     for name, measured in runs.items():
         if name == fit_on:
             continue
         p = predict(costs, name, steps)
         thr_err = abs(p["throughput"] / measured["throughput"] - 1)
         idle_err = abs(p["trainer_idle_frac"] - measured["trainer_idle_frac"])
-        out[name] = {"predicted": p, "throughput_rel_err": thr_err, "idle_abs_err": idle_err}
+        q = predict(costs, name, steps, train_s=measured["train_s"])
+        own_err = max(abs(q["throughput"] / measured["throughput"] - 1),
+                      abs(q["trainer_idle_frac"] - measured["trainer_idle_frac"]))
+        out[name] = {"predicted": p, "throughput_rel_err": thr_err, "idle_abs_err": idle_err,
+                     "own_step_err": own_err, "train_s_ratio": measured["train_s"] / costs["train_s"]}
         errors.append((thr_err, idle_err))
+        own.append(own_err)
     return {"fit_on": fit_on, "predictions": out, "sim_error": max(max(e) for e in errors),
-            "sim_throughput_err": max(e[0] for e in errors), "sim_idle_err": max(e[1] for e in errors)}
+            "sim_throughput_err": max(e[0] for e in errors), "sim_idle_err": max(e[1] for e in errors),
+            "sim_error_own_step": max(own)}
 
 
 def table(rows: list[tuple]) -> None:
@@ -152,6 +180,9 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
     ap.add_argument("--runs", nargs="*", help="only these long-tail runs (default: all)")
+    ap.add_argument("--verify-steps", type=float, default=VERIFY_STEPS,
+                    help="the verifier's median in trainer steps (a sensitivity check; "
+                         "the default is the headline's)")
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
@@ -165,18 +196,28 @@ def main() -> None:
     if args.only in (None, "picks"):
         out |= picks_section(size)
     if args.only in (None, "tail"):
-        runs = tail_section(size, args.runs)
+        runs = tail_section(size, args.runs, args.verify_steps)
         out |= tail_summary(runs)
         out["tail_runs"] = runs
         if len(runs) > 1:
             out |= sim_section(runs, size["tail_steps"])
-            out["sim_error_by_fit_run"] = {fit: sim_section(runs, size["tail_steps"], fit)["sim_error"]
-                                           for fit in runs}
+            fits = {fit: sim_section(runs, size["tail_steps"], fit) for fit in runs}
+            out["sim_error_by_fit_run"] = {fit: f["sim_error"] for fit, f in fits.items()}
+            out["sim_error_own_step_by_fit_run"] = {fit: f["sim_error_own_step"] for fit, f in fits.items()}
+            out["sim_error_all_fits"] = max(out["sim_error_by_fit_run"].values())
     out["bench_wall_s"] = time.time() - t0
     table([(k, v) for k, v in out.items() if isinstance(v, (int, float, bool))])
     if args.json:
+        for r in out.get("tail_runs", {}).values():  # quantiles, not the raw samples
+            r["costs"]["verify_s"] = {d: quantiles(v) for d, v in r["costs"]["verify_s"].items()}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))
+
+
+def quantiles(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    at = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+    return {"n": len(xs), "p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": xs[-1]}
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@ environment, and the costs it measured.
 
 SleepEnv is a real environment for the real Pipeline: each group's G replies are sampled
 by the real (tiny) engine, then each episode's "verifier" sleeps a lognormal time (the
-long tail) and rewards it with the task's known pass rate. Episodes record generate_s and
+long tail) and rewards it with the task's known pass rate. Each episode is an agent's
+second turn: the task line, then an observation of `obs_tokens` tokens that differs per
+episode (a tool's output), then the sampled reply. The trainer computes every episode's
+whole context (no prompt is shared within a group), so its step is real compute comparable
+to the rollout side's pace, while the engine only prefills the observations once. Episodes record generate_s and
 verify_s, as sandbox episodes do. The verifier times are drawn, not slept one by one: the
 wave sleeps until its last verifier would end (a thread per episode would load the GIL).
 """
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.process_engine import ProcessEngine
@@ -32,7 +37,7 @@ from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 
 MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-             intermediate_size=256, max_position_embeddings=128)
+             intermediate_size=256, max_position_embeddings=128)  # task line + 112 + 6 tokens fit
 
 
 @dataclass
@@ -44,6 +49,8 @@ class SleepEnv:
     median_s: float
     sigma: float
     max_tokens: int = 6
+    obs_tokens: int = 0
+    waits_on_engine: bool = True                      # its threads may run on the engine's core
     verify_log: list = field(default_factory=list)   # each episode's measured verify seconds
     calls: int = 0                                    # generate calls (one per group)
 
@@ -53,15 +60,15 @@ class SleepEnv:
         (generation end + slowest verifier) over its groups. One sleep, no extra threads."""
         out, t_start, done_at = [], time.perf_counter(), 0.0
         for job in jobs:
-            prompt = self.tokenizer.encode(f"task {job.task_id}", add_special_tokens=False)
+            rng = random.Random(f"{job.seed}/{job.uid}")
+            prompts = self._prompts(job.task_id, rng)
             params = SamplingParams(temperature=1.0, max_tokens=self.max_tokens, seed=job.seed)
             t0 = time.perf_counter()
-            comps = engine.generate([prompt] * self.group_size, params)
+            comps = engine.generate(prompts, params)
             gen_end = time.perf_counter()
             self.calls += 1
-            rng = random.Random(f"{job.seed}/{job.uid}")
             group = []
-            for comp in comps:
+            for prompt, comp in zip(prompts, comps):
                 ep = Episode(job.task_id, job.uid)
                 ep.append(prompt, sampled=False)
                 ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
@@ -76,9 +83,39 @@ class SleepEnv:
         time.sleep(max(0.0, done_at - (time.perf_counter() - t_start)))
         return out
 
+    def _prompts(self, task_id: str, rng: random.Random) -> list[list[int]]:
+        """The task line, then each episode's own observation (ids drawn from the vocabulary)."""
+        head = self.tokenizer.encode(f"task {task_id}", add_special_tokens=False)
+        top = len(self.tokenizer) - 1
+        return [head + [rng.randint(4, top) for _ in range(self.obs_tokens)] for _ in range(self.group_size)]
+
+
+def train_step_s(obs_tokens: int, groups: int, group_size: int, seed: int = 0) -> float:
+    """The median of 3 optimizer steps of the workload's trainer on one batch like the
+    runs' (B x G episodes of task line + observation + 6 sampled tokens), after a warm-up."""
+    tok = build_tokenizer([f"task t{i}" for i in range(64)], vocab_size=300)
+    model = build_tiny_model(len(tok), seed=seed, **MODEL)
+    env = SleepEnv(["t0"], [0.5], tok, group_size, 0.0, 0.0, obs_tokens=obs_tokens)
+    rng, episodes = random.Random(seed), []
+    for uid in range(groups):
+        for prompt in env._prompts("t0", rng):
+            ep = Episode("t0", uid)
+            ep.append(prompt, sampled=False)
+            ep.append([rng.randint(4, len(tok) - 1) for _ in range(env.max_tokens)], sampled=True,
+                      logprobs=[-1.0] * env.max_tokens, version=0)
+            ep.prompt_len, ep.reward = len(prompt), float(rng.random() < 0.5)
+            episodes.append(ep)
+    trainer = PolicyTrainer(model, tok.pad_token_id, OptimConfig(lr=1e-3, micro_batch=64))
+    times = []
+    for _ in range(4):
+        t0 = time.perf_counter()
+        trainer.rl_step(episodes, RLConfig(tis="token"))
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[1]
+
 
 def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 0,
-                 events_path=None, engine_process: bool = True) -> dict:
+                 events_path=None, engine_process: bool = True, obs_tokens: int = 0) -> dict:
     """One real pipeline run; returns steady-state numbers (steps after the first) and
     the per-group costs it measured. engine_process: the engine in a child process
     (engine/process_engine.py), so the rollout threads and the trainer do not share an
@@ -88,19 +125,20 @@ def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 
     tok = build_tokenizer([f"task t{i}" for i in range(n)], vocab_size=300)
     model = build_tiny_model(len(tok), seed=seed, **MODEL)
     with contextlib.ExitStack() as stack:
-        if engine_process:
-            engine = LockedEngine(stack.enter_context(ProcessEngine(model, tok, threads=1)))
+        if engine_process:  # the child on a core of its own, the trainer on the other
+            child = stack.enter_context(ProcessEngine(model, tok, threads=1))
+            engine = LockedEngine(child)
+            engine.cores = stack.enter_context(split_cores(child.pid))
         else:
             engine = LockedEngine(LocalEngine(model.__class__(model.config), tok))
             engine.engine.model.load_state_dict(model.state_dict())
-        return _measure(cfg, median_s, sigma, seed, events_path, tok, model, engine, engine_process)
+        env = SleepEnv([f"t{i}" for i in range(n)], [random.Random(seed + i).uniform(0.2, 0.8) for i in range(n)],
+                       tok, cfg.group_size, median_s, sigma, obs_tokens=obs_tokens)
+        return _measure(cfg, env, seed, events_path, tok, model, engine, engine_process)
 
 
-def _measure(cfg, median_s, sigma, seed, events_path, tok, model, engine, separate: bool) -> dict:
-    n = 64
-    rates = [random.Random(seed + i).uniform(0.2, 0.8) for i in range(n)]
-    ids = [f"t{i}" for i in range(n)]
-    env = SleepEnv(ids, rates, tok, cfg.group_size, median_s, sigma)
+def _measure(cfg, env, seed, events_path, tok, model, engine, separate: bool) -> dict:
+    ids = env.task_ids
     sched = Scheduler([DomainTasks("default", ids)], seed)
     trainer = PolicyTrainer(model, tok.pad_token_id, OptimConfig(lr=1e-3, micro_batch=64))
     pipe = Pipeline(env, engine, trainer, sched, cfg, RLConfig(tis="token"), EventLog(events_path))
@@ -134,4 +172,7 @@ def summarise(rows: list[dict], cfg: RolloutConfig, pipe) -> dict:
             "wasted_token_frac": (pipe.tokens["stale"] + pipe.tokens["filtered"]) / max(1, pipe.tokens["generated"]),
             "unused_at_end_frac": 1 - (pipe.taken + pipe.buffer.stats.dropped_stale) / generated if generated else 0.0,
             "dropped_stale": pipe.buffer.stats.dropped_stale, "generated_groups": generated,
+            # trained although older than max_staleness (partial rollouts, carry_staleness)
+            "carried_token_frac": pipe.tokens["carried"] / max(1, pipe.tokens["generated"]),
+            "staleness_mean": sum(r["staleness_mean"] for r in steady) / len(steady),
             "over_issued": pipe.over_issued}

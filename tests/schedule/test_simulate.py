@@ -29,3 +29,15 @@ def test_shared_cpu_slows_both_sides_down():
     alone = simulate(costs, SimConfig(**cfg))
     shared = simulate(costs, SimConfig(shared_cpu=True, **cfg))
     assert shared.throughput < alone.throughput
+
+
+def test_partial_rollouts_keep_the_stragglers_a_hedged_run_drops():
+    """Hedges at s = 1 drop their stragglers as stale; with carry_staleness 1 they are
+    trained a version later, so less is wasted and the trainer waits less."""
+    costs = Costs(gen_s=[0.03], verify_s={"default": lognormal_samples(0.06, 1.0)}, train_s=0.5)
+    cfg = dict(steps=40, groups_per_step=8, group_size=8, max_staleness=1, overprovision=8, workers=24,
+               hedge_after=0.75)
+    hedged = simulate(costs, SimConfig(**cfg))
+    carried = simulate(costs, SimConfig(carry_staleness=1, **cfg))
+    assert carried.wasted_token_frac < hedged.wasted_token_frac / 2
+    assert carried.throughput > hedged.throughput and carried.trainer_idle_frac < hedged.trainer_idle_frac

@@ -48,5 +48,6 @@ def register(app: typer.Typer) -> None:
 
 
 def over_text(row: dict) -> str:
-    hedge = row.get("hedge_after", 0.0)
-    return f"{row['overprovision']} (hedge_after {hedge})" if hedge else str(row["overprovision"])
+    hedge, carry = row.get("hedge_after", 0.0), row.get("carry_staleness", 0)
+    text = f"{row['overprovision']} (hedge_after {hedge})" if hedge else str(row["overprovision"])
+    return text[:-1] + f", carry_staleness {carry})" if carry else text

@@ -18,6 +18,11 @@ class RolloutConfig(BaseModel):
     # > 0: the extra groups are hedges, one per group in flight longer than this many times
     # its domain's median group time (rollout/hedge.py); 0: always in flight
     hedge_after: float = Field(0.0, ge=0)
+    # Partial rollouts (APRIL): a group may be trained up to max_staleness + this many
+    # versions old. Stragglers a batch went without, and the groups they push back, are then
+    # trained later (their sampler logprobs kept for TIS) instead of dropped. Issuing still
+    # follows max_staleness. 0: anything older than max_staleness is dropped.
+    carry_staleness: int = Field(0, ge=0)
     groups_per_wave: int = Field(2, ge=1)        # groups one rollout worker runs in lockstep
     workers: int = Field(2, ge=1)                # concurrent rollout workers (async only)
     max_refill_rounds: int = Field(4, ge=1)      # waves of refills before a step goes short

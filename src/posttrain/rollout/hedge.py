@@ -43,6 +43,11 @@ class StragglerHedge:
     def forget(self, uid: int) -> None:
         self.started.pop(uid, None)
 
+    def next_straggler_in(self, now: float) -> float | None:
+        """Seconds until the next group in flight turns straggler (None: none will)."""
+        waits = [t0 + self.threshold[d] - now for d, t0 in self.started.values() if d in self.threshold]
+        return min((w for w in waits if w > 0), default=None)
+
     def hedges(self, now: float, batch_ready: bool = False) -> int:
         """Extra groups that may be in flight now: one per straggler, at most `cap`."""
         if self.factor <= 0:

@@ -13,7 +13,9 @@ taken by the trainer plus those outstanding (in flight or buffered) stay within
 be trained by step v + max_staleness, so none is generated only to be dropped as stale
 (AReaL's rule). With `hedge_after`, the over-provisioned groups are hedges for stragglers
 only (rollout/hedge.py). Episodes in flight during a publish continue on the new weights (partial
-rollouts, per-token versions).
+rollouts, per-token versions). With `carry_staleness` c, the trainer takes groups up to
+max_staleness + c versions old: a straggler the batch went without is carried into a later
+batch (the lowest uids go first), not dropped, and so is a group it pushes back.
 
 Every group's state is in the ledger (rollout/ledger.py). A wave whose worker was lost
 (`WaveLost`, from a remote env that replaced it) runs again with the same groups and seed.
@@ -121,8 +123,13 @@ class Pipeline(RolloutLoop):
         self.taken += len(groups)
         return groups
 
+    @property
+    def train_bound(self) -> int:
+        """The oldest a group may be when trained: the issue bound plus the carry allowance."""
+        return self.cfg.max_staleness + self.cfg.carry_staleness
+
     def _drop_stale(self) -> None:
-        dropped = self.buffer.drop_stale(self.version, self.cfg.max_staleness)
+        dropped = self.buffer.drop_stale(self.version, self.train_bound)
         self.returned_since_step += len(dropped)
         for g in dropped:
             self.sampler.returned(g.job)
@@ -137,8 +144,11 @@ class Pipeline(RolloutLoop):
         """One optimizer step on the groups, then publish version + 1 to the engine."""
         episodes = [e for g in groups for e in g.trainable]
         stats = episode_stats([e for g in groups for e in g.episodes]) | domain_stats(groups)
-        stats |= staleness_stats(episodes, self.version, self.cfg.max_staleness)
+        stats |= staleness_stats(episodes, self.version, self.train_bound)
+        carried = [g for g in groups if self.version - g.version_min > self.cfg.max_staleness]
+        stats["groups_carried"] = float(len(carried))
         with self.cond:
+            self.tokens["carried"] += sum(group_tokens(g) for g in carried)
             self.events.emit("train", step=self.step, version=self.version,
                              uids=[g.uid for g in groups])
             self.sampler.mark_consumed([g.job.task_id for g in groups])

@@ -112,14 +112,23 @@ class RolloutLoop:
         if getattr(self.env, "waits_on_engine", False) and self.engine.cores:
             os.sched_setaffinity(threading.get_native_id(), self.engine.cores)
 
+    def _poll_s(self) -> float:
+        """How long an idle worker waits without an event. A token quota frees up and a group
+        turns straggler with time, not events: a worker wakes when the next group would turn
+        straggler, and not at all for that while the buffer holds a batch (no hedge is issued
+        then). Waking every worker often holds the trainer's thread off the interpreter."""
+        if self.cfg.hedge_after <= 0 or len(self.buffer) >= self.cfg.groups_per_step:
+            return 0.5
+        t = self.hedge.next_straggler_in(time.perf_counter())
+        return 0.5 if t is None else min(0.5, max(0.005, t))
+
     def _rollout_worker(self) -> None:
         try:
             self._pin_worker()
             while True:
                 with self.cond:
                     while not self.stop and (self._room() <= 0 or not self.sampler.has_room()):
-                        # a token quota frees up and a group turns straggler with time, not events
-                        self.cond.wait(timeout=0.05 if self.cfg.hedge_after > 0 else 0.5)
+                        self.cond.wait(timeout=self._poll_s())
                     if self.stop:
                         return
                     jobs = self._claim(min(self._room(), self.cfg.groups_per_wave))

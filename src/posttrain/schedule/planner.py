@@ -63,6 +63,8 @@ class Cluster:
 
 
 HEDGE_AFTER = 1.5   # hedged candidates: over-provisioned groups only for stragglers
+# partial-rollout candidates: hedges sooner, the stragglers trained a version later (carry 1)
+CARRY = (0.75, 1)
 
 
 def candidates(cluster: Cluster, b: int, g: int):
@@ -75,26 +77,30 @@ def candidates(cluster: Cluster, b: int, g: int):
                 workers = (staleness + 1) * b + over
                 if cluster.sandbox_slots:
                     workers = min(workers, max(1, cluster.sandbox_slots // g))
-                for hedge in ((0.0, HEDGE_AFTER) if over else (0.0,)):
-                    yield engines, ranks, staleness, over, workers, hedge
+                hedges = ((0.0, 0), (HEDGE_AFTER, 0), CARRY) if over and staleness else ((0.0, 0),)
+                for hedge, carry in hedges:
+                    yield engines, ranks, staleness, over, workers, hedge, carry
 
 
 def recommend(costs: Costs, rollout: dict, cluster: Cluster, steps: int = 40, shares=None) -> list[dict]:
     """Every candidate's predicted throughput and trainer idle share, best first (ties go
-    to the smaller staleness bound, then less over-provisioning)."""
+    to the smaller staleness bound, then no carry, then less over-provisioning)."""
     b, g = rollout["groups_per_step"], rollout["group_size"]
     shares = shares or {d: 1.0 / len(costs.verify_s) for d in costs.verify_s}
     out = []
-    for engines, ranks, staleness, over, workers, hedge in candidates(cluster, b, g):
+    for engines, ranks, staleness, over, workers, hedge, carry in candidates(cluster, b, g):
         cfg = SimConfig(steps=steps, groups_per_step=b, group_size=g, max_staleness=staleness,
                         overprovision=over, workers=workers, engines=engines, hedge_after=hedge,
+                        carry_staleness=carry,
                         sandbox_slots=cluster.sandbox_slots, shares=shares,
                         train_scale=1 + (ranks - 1) * cluster.train_scale_per_rank,
                         gen_scale=cluster.gen_scale_per_engine)
         r = simulate(costs, cfg, repeats=2)
         out.append({"engines": engines, "trainer_ranks": ranks, "max_staleness": staleness,
-                    "overprovision": over, "hedge_after": hedge, "workers": workers,
+                    "overprovision": over, "hedge_after": hedge, "carry_staleness": carry,
+                    "workers": workers,
                     "groups_per_s": r.throughput,
                     "trainer_idle_frac": r.trainer_idle_frac, "wasted_frac": r.wasted_token_frac})
-    return sorted(out, key=lambda x: (-round(x["groups_per_s"], 2), x["max_staleness"], x["overprovision"],
+    return sorted(out, key=lambda x: (-round(x["groups_per_s"], 2), x["max_staleness"], x["carry_staleness"],
+                                      x["overprovision"],
                                       round(x["wasted_frac"], 2)))

@@ -7,9 +7,9 @@ first generates on one of `engines` (first come, first served: the engine serial
 generate calls), then verifies in a sandbox slot, its G episodes side by side (the group's
 verify time is the slowest of G draws). The trainer takes B finished groups, trains for
 `train_s` and publishes for `sync_s`; the version then rises and groups older than the
-bound are dropped. With `hedge_after`, the over-provisioned groups are issued only as hedges,
-one per group in flight longer than hedge_after x its domain's median group time, as the
-pipeline does (rollout/hedge.py). With max_staleness 0 the pipeline runs synchronous waves instead: the
+bound (plus `carry_staleness`, partial rollouts) are dropped. With `hedge_after`, the
+over-provisioned groups are issued only as hedges, one per group in flight longer than
+hedge_after x its domain's median group time, as the pipeline does (rollout/hedge.py). With max_staleness 0 the pipeline runs synchronous waves instead: the
 trainer issues B + overprovision groups, waits for all, trains.
 """
 
@@ -58,6 +58,7 @@ class SimConfig:
     # slower by (1 + the other's busy share). Off for engines and trainers on their own devices.
     shared_cpu: bool = False
     hedge_after: float = 0.0             # > 0: over-provisioned groups only as straggler hedges
+    carry_staleness: int = 0             # partial rollouts: trained up to max_staleness + this old
 
 
 @dataclass
@@ -162,7 +163,8 @@ class _Sim:
             self.buffer.append(version)
 
     def _drop_stale(self) -> None:
-        keep = [v for v in self.buffer if self.version - v <= self.cfg.max_staleness]
+        bound = self.cfg.max_staleness + self.cfg.carry_staleness
+        keep = [v for v in self.buffer if self.version - v <= bound]
         self.wasted += (len(self.buffer) - len(keep)) * self.c.tokens_per_group
         self.buffer = keep
 
