@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import alive_in
+from vllm_procs import alive_in
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import alive_in, server_groups, staged_dirs
+from vllm_procs import alive_in, server_groups, staged_dirs
 
 pytestmark = pytest.mark.slow
 

@@ -3,7 +3,7 @@ and a weight update that fails halfway (slow: the server takes 1-3 minutes to st
 
 import pytest
 import torch
-from conftest import alive_in
+from vllm_procs import alive_in
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.replicas import ReplicaSet
