@@ -16,9 +16,22 @@ backward at 4 x 256 tokens, +23% at 1 x 1024; hence a transform the caller opts 
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
+import torch.nn.functional as F
 
 NAME = "posttrain_exact"
+
+
+def exact_sdpa(query, key, value, **kwargs) -> torch.Tensor:
+    """F.scaled_dot_product_attention in float64, rounded once to the query's dtype (a float
+    mask is widened too; a bool mask is kept). The RL trainer's packed forward calls this."""
+    mask = kwargs.pop("attn_mask", None)
+    if mask is not None and mask.is_floating_point():
+        mask = mask.double()
+    out = F.scaled_dot_product_attention(query.double(), key.double(), value.double(), attn_mask=mask, **kwargs)
+    return out.to(query.dtype)
 
 
 def exact_attention_forward(module, query, key, value, attention_mask, **kwargs):
@@ -48,6 +61,17 @@ def use_exact_attention(model):
     _register()
     model.config._attn_implementation = NAME
     return model
+
+
+@contextlib.contextmanager
+def exact_attention_on(model):
+    """use_exact_attention for the duration of a block, then the model's own attention back."""
+    before = model.config._attn_implementation
+    use_exact_attention(model)
+    try:
+        yield model
+    finally:
+        model.config._attn_implementation = before
 
 
 def uses_exact_attention(model) -> bool:

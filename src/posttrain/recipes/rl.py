@@ -24,7 +24,7 @@ import torch
 
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.local import EngineConfig, LocalEngine
 from posttrain.engine.process_engine import ProcessEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
@@ -119,11 +119,13 @@ def rollout_engine(cfg: RLRunConfig, model, tok):
         with served_rollout_engine(cfg, model, tok) as engine:
             yield engine
         return
+    # algo.exact_logprobs: the engine's half of bit-identical logprobs (docs/rl.md)
+    engine_cfg = EngineConfig(batch_invariant=cfg.algo.exact_logprobs)
     if not cfg.rollout.engine_process:
-        yield LockedEngine(LocalEngine(copy.deepcopy(model), tok))
+        yield LockedEngine(LocalEngine(copy.deepcopy(model), tok, config=engine_cfg))
         return
     # One thread: the engine's batches are small, so generation is latency-bound.
-    with ProcessEngine(model, tok, threads=1) as engine, contextlib.ExitStack() as pinned:
+    with ProcessEngine(model, tok, engine_config=engine_cfg, threads=1) as engine, contextlib.ExitStack() as pinned:
         locked = LockedEngine(engine)
         pin = cfg.rollout.pin_cores if cfg.rollout.pin_cores is not None else cfg.tasks.kind == "copy"
         if pin and (cores := pinned.enter_context(split_cores(engine.pid))):

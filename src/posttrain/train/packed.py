@@ -14,6 +14,8 @@ that do no work (padding), not by attention. This forward uses the model's own p
   there.
 
 The numbers are those of the HF forward to float rounding (tests/train/test_prompt_sharing.py).
+With exact=True attention runs in float64, rounded once (engine/exact_attention.py): then a
+batch-invariant fp32 engine's logprobs equal these bit for bit (tests/train/test_exact_logprobs.py).
 Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
 non-float32 weights) return None and the caller runs the HF forward.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from posttrain.engine.exact_attention import exact_sdpa
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
@@ -40,6 +43,21 @@ def supports(model) -> bool:
             and not getattr(cfg, "mlp_bias", False)
             and not getattr(cfg, "use_sliding_window", False)
             and next(model.parameters()).dtype == torch.float32)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What every layer's forward needs to know of the model, and the attention numerics."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    eps: float
+    exact: bool  # float64 attention, rounded once (engine/exact_attention.py)
+
+    def sdpa(self, q, k, v, **kwargs) -> torch.Tensor:
+        attend = exact_sdpa if self.exact else F.scaled_dot_product_attention
+        return attend(q, k, v, enable_gqa=self.heads != self.kv_heads, **kwargs)
 
 
 @dataclass
@@ -136,25 +154,23 @@ def _packed(o: torch.Tensor) -> torch.Tensor:
     return o.transpose(1, 2).reshape(-1, o.shape[1] * o.shape[3])
 
 
-def _attend(q, k, v, lay: Layout, gqa: bool) -> torch.Tensor:
+def _attend(q, k, v, lay: Layout, arch: Arch) -> torch.Tensor:
     """q [R, H, D], k/v [R, KV, D] packed -> attention output [R, H*D] packed."""
     pr = lay.prompt_rows
-    out_p = F.scaled_dot_product_attention(_per_sequence(q, pr), _per_sequence(k, pr), _per_sequence(v, pr),
-                                           is_causal=True, enable_gqa=gqa)
+    out_p = arch.sdpa(_per_sequence(q, pr), _per_sequence(k, pr), _per_sequence(v, pr), is_causal=True)
     tail_rows = lay.key_rows[:, -lay.logit_rows.shape[1]:]
-    out_t = F.scaled_dot_product_attention(_per_sequence(q, tail_rows), _per_sequence(k, lay.key_rows),
-                                           _per_sequence(v, lay.key_rows), attn_mask=lay.key_mask,
-                                           enable_gqa=gqa)
+    out_t = arch.sdpa(_per_sequence(q, tail_rows), _per_sequence(k, lay.key_rows),
+                      _per_sequence(v, lay.key_rows), attn_mask=lay.key_mask)
     return torch.cat([_packed(out_p), _packed(out_t)])[lay.back]
 
 
-def _qkv(layer, h, cos, sin, dims: tuple[int, int, int], eps: float):
+def _qkv(layer, h, cos, sin, arch: Arch):
     """Normed rows -> q [R, H, D], k and v [R, KV, D], rotated; q/k/v as one matmul."""
-    heads, kv_heads, d = dims
+    heads, kv_heads, d = arch.heads, arch.kv_heads, arch.head_dim
     attn = layer.self_attn
     w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    qk, v = F.linear(_rms(h, layer.input_layernorm.weight, eps), w, b).split(
+    qk, v = F.linear(_rms(h, layer.input_layernorm.weight, arch.eps), w, b).split(
         [(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = _rope(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
@@ -167,21 +183,20 @@ def _mlp(layer, h: torch.Tensor, eps: float) -> torch.Tensor:
     return h + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
 
 
-def _layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
-    q, k, v = _qkv(layer, h, cos, sin, dims, eps)
-    h = h + F.linear(_attend(q, k, v, lay, dims[0] != dims[1]), layer.self_attn.o_proj.weight)
-    return _mlp(layer, h, eps)
+def _layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
+    q, k, v = _qkv(layer, h, cos, sin, arch)
+    h = h + F.linear(_attend(q, k, v, lay, arch), layer.self_attn.o_proj.weight)
+    return _mlp(layer, h, arch.eps)
 
 
-def _last_layer(layer, h, cos, sin, lay: Layout, dims: tuple[int, int, int], eps: float) -> torch.Tensor:
+def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     """The last layer's outputs [M, hidden] at lay.out_rows only: keys and values of every
     row, queries per logit slot, then output projection and MLP once per distinct row."""
-    q, k, v = _qkv(layer, h, cos, sin, dims, eps)
-    o = F.scaled_dot_product_attention(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
-                                       _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask,
-                                       enable_gqa=dims[0] != dims[1])
+    q, k, v = _qkv(layer, h, cos, sin, arch)
+    o = arch.sdpa(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
+                  _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask)
     h = h[lay.out_rows] + F.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
-    return _mlp(layer, h, eps)
+    return _mlp(layer, h, arch.eps)
 
 
 def _logits(model, h: torch.Tensor) -> torch.Tensor:
@@ -189,30 +204,32 @@ def _logits(model, h: torch.Tensor) -> torch.Tensor:
 
 
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
-                    trim: bool = True) -> torch.Tensor | None:
+                    trim: bool = True, exact: bool = False) -> torch.Tensor | None:
     """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
     `token_logprobs` over `collate(episodes)` gives, 0 elsewhere (prompt, observations,
     padding); None when the model is not covered, an episode has no prompt or nothing after
     it, or nothing in the batch was sampled. trim=False runs the last layer on every row and
-    takes logits at every continuation slot (the same numbers up to float rounding)."""
+    takes logits at every continuation slot (the same numbers up to float rounding).
+    exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits)."""
     if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
             or not any(e.tokens_out for e in episodes)):
         return None
     check_temperature(temperature)
     cfg, inner = model.config, model.model
     lay = layout(episodes)
-    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-    dims = (heads, kv_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+    heads = cfg.num_attention_heads
+    arch = Arch(heads, cfg.num_key_value_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
+                cfg.rms_norm_eps, exact)
     h = F.embedding(lay.ids, inner.embed_tokens.weight)
     cos, sin = inner.rotary_emb(h[None], lay.positions[None])
     half = sin.shape[-1] // 2
     cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
     *layers, last = inner.layers
     for layer in layers:
-        h = _layer(layer, h, cos, sin, lay, dims, cfg.rms_norm_eps)
+        h = _layer(layer, h, cos, sin, lay, arch)
     if trim:  # the last layer and the logits only on the distinct rows that make logits
-        logits = _logits(model, _last_layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps))[lay.slot_out]
+        logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch))[lay.slot_out]
     else:
-        logits = _logits(model, _layer(last, h, cos, sin, lay, dims, cfg.rms_norm_eps)[lay.logit_rows])
+        logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows])
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
                                  max(len(e.tokens) for e in episodes), temperature)

@@ -9,6 +9,7 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from posttrain.engine.exact_attention import exact_attention_on
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
 from posttrain.train.logprobs import token_logprobs
@@ -62,6 +63,10 @@ class RLConfig(BaseModel):
     share_prefix: bool = True
     # Packed forward: the last layer's queries, o_proj and MLP only on rows that make logits.
     trim_last_layer: bool = True
+    # Attention in float64, rounded once, in the trainer's logprob forward (engine/exact_attention.py):
+    # with a batch_invariant fp32 engine the sampler's logprobs then equal the trainer's bit for bit
+    # (no numerical mismatch left for TIS to correct). Costs trainer time (docs/rl.md).
+    exact_logprobs: bool = False
 
     @field_validator("loss")
     @classmethod
@@ -151,7 +156,10 @@ class PolicyTrainer:
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         lp = None
         if cfg.packed:
-            lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer)
+            lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer, cfg.exact_logprobs)
+        if lp is None and cfg.exact_logprobs:  # the HF forward, whose exact bits are tested
+            with exact_attention_on(model):
+                return token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
         if lp is None and cfg.share_prefix:
             lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
         return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
