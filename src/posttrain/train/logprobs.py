@@ -7,6 +7,10 @@ for the same tokens (tests/engine/test_logprobs.py).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+from posttrain.engine.exact_attention import exact_attention_on
+from posttrain.engine.packed import PACK_HINT
 
 
 def check_temperature(temperature: float) -> None:
@@ -51,6 +55,19 @@ def token_logprobs(
     lp = picked - torch.logsumexp(logits, dim=-1)  # [B, T-1]
     lp = lp * attention_mask[:, 1:].to(lp.dtype)
     return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)
+
+
+def exact_token_logprobs(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """token_logprobs with exact attention (engine/exact_attention.py) over at least PACK_HINT
+    token rows (masked columns added, then dropped: MKL rounds fewer rows differently), so the
+    bits are a batch_invariant fp32 engine's. Same shapes as token_logprobs."""
+    b, t = input_ids.shape
+    extra = max(0, -(-PACK_HINT // b) - t)
+    ids, mask = F.pad(input_ids, (0, extra)), F.pad(attention_mask, (0, extra))
+    with exact_attention_on(model):
+        return token_logprobs(model, ids, mask, temperature)[:, :t]
 
 
 def token_entropy(

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.engine.exact_attention import exact_sdpa
+from posttrain.engine.packed import PACK_HINT
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
@@ -58,6 +59,16 @@ class Arch:
     def sdpa(self, q, k, v, **kwargs) -> torch.Tensor:
         attend = exact_sdpa if self.exact else F.scaled_dot_product_attention
         return attend(q, k, v, enable_gqa=self.heads != self.kv_heads, **kwargs)
+
+    def linear(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+        """F.linear; exact: on at least PACK_HINT rows (zero rows added, then dropped), because
+        with fewer rows MKL's sgemm takes kernels whose bits differ from the engine's packed ones
+        (measured: under 6 rows, and under 16 for the tiny model's down_proj)."""
+        n = x.shape[:-1].numel()
+        if not self.exact or n >= PACK_HINT:
+            return F.linear(x, w, b)
+        rows = torch.cat([x.reshape(n, -1), x.new_zeros(PACK_HINT - n, x.shape[-1])])
+        return F.linear(rows, w, b)[:n].view(*x.shape[:-1], -1)
 
 
 @dataclass
@@ -170,23 +181,23 @@ def _qkv(layer, h, cos, sin, arch: Arch):
     attn = layer.self_attn
     w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    qk, v = F.linear(_rms(h, layer.input_layernorm.weight, arch.eps), w, b).split(
+    qk, v = arch.linear(_rms(h, layer.input_layernorm.weight, arch.eps), w, b).split(
         [(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = _rope(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
 
 
-def _mlp(layer, h: torch.Tensor, eps: float) -> torch.Tensor:
+def _mlp(layer, h: torch.Tensor, arch: Arch) -> torch.Tensor:
     mlp = layer.mlp
-    gate, up = F.linear(_rms(h, layer.post_attention_layernorm.weight, eps),
-                        torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
-    return h + F.linear(F.silu(gate) * up, mlp.down_proj.weight)
+    gate, up = arch.linear(_rms(h, layer.post_attention_layernorm.weight, arch.eps),
+                           torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
+    return h + arch.linear(F.silu(gate) * up, mlp.down_proj.weight)
 
 
 def _layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
-    h = h + F.linear(_attend(q, k, v, lay, arch), layer.self_attn.o_proj.weight)
-    return _mlp(layer, h, arch.eps)
+    h = h + arch.linear(_attend(q, k, v, lay, arch), layer.self_attn.o_proj.weight)
+    return _mlp(layer, h, arch)
 
 
 def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
@@ -195,12 +206,12 @@ def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
     o = arch.sdpa(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
                   _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask)
-    h = h[lay.out_rows] + F.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
-    return _mlp(layer, h, arch.eps)
+    h = h[lay.out_rows] + arch.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
+    return _mlp(layer, h, arch)
 
 
-def _logits(model, h: torch.Tensor) -> torch.Tensor:
-    return F.linear(_rms(h, model.model.norm.weight, model.config.rms_norm_eps), model.lm_head.weight)
+def _logits(model, h: torch.Tensor, arch: Arch) -> torch.Tensor:
+    return arch.linear(_rms(h, model.model.norm.weight, arch.eps), model.lm_head.weight)
 
 
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
@@ -228,8 +239,8 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     for layer in layers:
         h = _layer(layer, h, cos, sin, lay, arch)
     if trim:  # the last layer and the logits only on the distinct rows that make logits
-        logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch))[lay.slot_out]
+        logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch), arch)[lay.slot_out]
     else:
-        logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows])
+        logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows], arch)
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
                                  max(len(e.tokens) for e in episodes), temperature)

@@ -9,10 +9,9 @@ from typing import Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from posttrain.engine.exact_attention import exact_attention_on
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
-from posttrain.train.logprobs import token_logprobs
+from posttrain.train.logprobs import exact_token_logprobs, token_logprobs
 from posttrain.train.losses import (
     LOSS_WEIGHTING,
     LOSSES,
@@ -158,8 +157,7 @@ class PolicyTrainer:
         if cfg.packed:
             lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer, cfg.exact_logprobs)
         if lp is None and cfg.exact_logprobs:  # the HF forward, whose exact bits are tested
-            with exact_attention_on(model):
-                return token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
+            return exact_token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
         if lp is None and cfg.share_prefix:
             lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
         return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
