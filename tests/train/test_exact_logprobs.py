@@ -1,14 +1,16 @@
 """The trainer's exact logprob forwards (packed, trimmed or not, and HF) against a batch_invariant
-fp32 engine, bit for bit, down to batches of a few token rows (where MKL's sgemm rounds
-differently unless the rows are padded to PACK_HINT)."""
+fp32 engine, bit for bit, down to batches of a few token rows and at 1 and 2 threads (where
+plain F.linear rounds some row counts differently from the engine's packed kernel)."""
 
 import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.local import EngineConfig, LocalEngine
+from posttrain.engine.packed import PackedLinear
 from posttrain.engine.tiny import build_tiny_model
 from posttrain.train.batch import collate
+from posttrain.train.exact_linear import exact_linear
 from posttrain.train.logprobs import exact_token_logprobs
 from posttrain.train.packed import packed_logprobs
 from posttrain.types import Episode
@@ -47,9 +49,11 @@ FORWARDS = {
 }
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("forward", list(FORWARDS))
 @pytest.mark.parametrize("batch", list(BATCHES))
-def test_exact_trainer_forwards_equal_the_engine(model, forward, batch):
+def test_exact_trainer_forwards_equal_the_engine(model, forward, batch, threads):
+    torch.set_num_threads(threads)  # the autouse fixture restores it
     episodes = sampled(model, *BATCHES[batch])
     with torch.no_grad():
         assert max_delta(FORWARDS[forward](model, episodes), episodes) == 0.0
@@ -64,3 +68,24 @@ def test_exact_packed_forward_trains_and_leaves_the_default_alone(model):
     grad = model.model.layers[0].self_attn.q_proj.weight.grad
     assert grad is not None and grad.abs().sum() > 0
     model.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_exact_linear_has_the_engine_bits_at_any_row_and_thread_count(threads):
+    """SmolLM2's down_proj shape, where plain F.linear at 2 threads rounds 57-192 rows unlike
+    the packed kernel; also on a concatenated weight (the packed forward's gate/up)."""
+    torch.set_num_threads(threads)  # the autouse fixture restores it
+    g = torch.Generator().manual_seed(0)
+    down, other = torch.nn.Linear(1536, 576, bias=False), torch.nn.Linear(1536, 64, bias=False)
+    engine = PackedLinear(down)
+    both = torch.cat([down.weight, other.weight])
+    for rows in (1, 3, 15, 16, 60, 100, 190):
+        x = torch.randn(rows, 1536, generator=g)
+        assert torch.equal(exact_linear(x, down.weight), engine(x))
+        assert torch.equal(exact_linear(x, both)[:, :576], engine(x))
+    x = torch.randn(7, 1536, generator=g, requires_grad=True)
+    exact_linear(x, down.weight).square().sum().backward()
+    gx, gw = x.grad, down.weight.grad
+    x.grad, down.weight.grad = None, None
+    torch.nn.functional.linear(x, down.weight).square().sum().backward()
+    assert torch.allclose(gx, x.grad, atol=1e-4) and torch.allclose(gw, down.weight.grad, atol=1e-4)

@@ -7,10 +7,9 @@ for the same tokens (tests/engine/test_logprobs.py).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from posttrain.engine.exact_attention import exact_attention_on
-from posttrain.engine.packed import PACK_HINT
+from posttrain.train.exact_linear import exact_linears_on
 
 
 def check_temperature(temperature: float) -> None:
@@ -60,14 +59,10 @@ def token_logprobs(
 def exact_token_logprobs(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
 ) -> torch.Tensor:
-    """token_logprobs with exact attention (engine/exact_attention.py) over at least PACK_HINT
-    token rows (masked columns added, then dropped: MKL rounds fewer rows differently), so the
-    bits are a batch_invariant fp32 engine's. Same shapes as token_logprobs."""
-    b, t = input_ids.shape
-    extra = max(0, -(-PACK_HINT // b) - t)
-    ids, mask = F.pad(input_ids, (0, extra)), F.pad(attention_mask, (0, extra))
-    with exact_attention_on(model):
-        return token_logprobs(model, ids, mask, temperature)[:, :t]
+    """token_logprobs with exact attention (engine/exact_attention.py) and the engine's packed
+    linears (train/exact_linear.py): a batch_invariant fp32 engine's bits. Same shapes."""
+    with exact_attention_on(model), exact_linears_on(model):
+        return token_logprobs(model, input_ids, attention_mask, temperature)
 
 
 def token_entropy(
