@@ -55,7 +55,7 @@ class Arch:
     kv_heads: int
     head_dim: int
     eps: float
-    exact: bool  # float64 attention, rounded once (engine/exact_attention.py)
+    exact: bool  # float64 attention rounded once, and the engine's packed linears (bit-identical logprobs)
 
     def sdpa(self, q, k, v, **kwargs) -> torch.Tensor:
         attend = exact_sdpa if self.exact else F.scaled_dot_product_attention
