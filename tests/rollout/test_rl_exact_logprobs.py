@@ -45,3 +45,13 @@ def test_every_trainer_forward_is_exact(make_parts, tokenizer, algo_kw):
     (algo.packed=False, or a model the packed forward does not cover) with exact attention."""
     rows = run(make_parts, tokenizer, exact=True, steps=2, **algo_kw)
     assert [r["mismatch_max_abs"] for r in rows] == [0.0] * 2
+
+
+@pytest.mark.parametrize("where", ['cluster.executor="ray"', 'engines.kind="vllm"'])
+def test_the_knob_is_refused_where_the_engine_would_not_be_exact(where):
+    from posttrain.errors import ConfigError
+    from posttrain.recipes.rl_config import load_rl_config
+
+    assert load_rl_config(None, ["algo.exact_logprobs=true"]).algo.exact_logprobs
+    with pytest.raises(ConfigError, match="exact_logprobs needs the embedded engine"):
+        load_rl_config(None, ["algo.exact_logprobs=true", where])

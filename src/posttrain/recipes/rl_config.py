@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from posttrain.agent.config import AgentConfig
 from posttrain.engine.served_config import EnginesConfig
@@ -73,6 +73,14 @@ class RLRunConfig(_Section):
     @property
     def run_dir(self) -> Path:
         return Path(self.runs_dir) / self.name
+
+    @model_validator(mode="after")
+    def _exact_needs_the_embedded_engine(self):
+        # The batch_invariant engine half of algo.exact_logprobs exists only in the embedded
+        # engine started by recipes/rl.py; Ray replicas and vLLM servers would not be exact.
+        if self.algo.exact_logprobs and (self.engines.kind != "embedded" or self.cluster.executor != "local"):
+            raise ValueError("algo.exact_logprobs needs the embedded engine and cluster.executor = \"local\"")
+        return self
 
 
 def load_rl_config(path: str | None = None, overrides: list[str] = (), resume: bool = False) -> RLRunConfig:
