@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_exact import exact_section  # noqa: E402
-from engine_speed import speed_section  # noqa: E402
+from engine_speed import agreement, random_prompts, speed_section  # noqa: E402
 from engine_vllm import REPO, vllm_section  # noqa: E402
 
 from posttrain.engine.base import SamplingParams
@@ -42,7 +42,6 @@ from posttrain.engine.config import EngineConfig
 from posttrain.engine.dtypes import choose_dtype
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.train.logprobs import token_logprobs
 
 COPY_TEXT = [
     "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n",
@@ -65,11 +64,6 @@ def load_models(quick: bool) -> dict:
     except Exception as e:  # noqa: BLE001 - the bench still runs on the in-process model
         print(f"[bench] SmolLM2 unavailable ({str(e).splitlines()[0]}); in-process model only")
     return models
-
-
-def random_prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(20, vocab - 1, (length,), generator=g).tolist() for _ in range(n)]
 
 
 def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1) -> dict:
@@ -185,18 +179,10 @@ def bench_kv_waste(model) -> dict:
 
 def bench_agreement(model, new_tokens) -> dict:
     """Max |engine logprob - trainer logprob| (float32 KV) and the int8-KV deviation."""
-    prompts = random_prompts(2, 64, model.config.vocab_size, 5) + random_prompts(2, 17, model.config.vocab_size, 6)
     out = {}
     for kv in ("float32", "int8"):
-        got = LocalEngine(model, config=EngineConfig(kv_dtype=kv)).generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
-        deltas = []
-        for p, c in zip(prompts, got):
-            ids = torch.tensor([p + c.token_ids])
-            with torch.no_grad():
-                lp = token_logprobs(model, ids, torch.ones_like(ids), 0.7)[0, len(p) :]
-            deltas.append((lp - torch.tensor(c.logprobs)).abs())
-        d = torch.cat(deltas)
-        out[f"{kv}_max_abs_delta"], out[f"{kv}_mean_abs_delta"] = float(d.max()), float(d.mean())
+        row = agreement(LocalEngine(model, config=EngineConfig(kv_dtype=kv)), model, new_tokens)
+        out[f"{kv}_max_abs_delta"], out[f"{kv}_mean_abs_delta"] = row["max_abs_delta"], row["mean_abs_delta"]
     return out
 
 

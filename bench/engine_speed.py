@@ -61,12 +61,13 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, engin
             "matmul_bound_tok_s": batch / bound_s, "of_bound": bound_s / step_s}
 
 
-def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
-    """Max and mean |engine logprob - fp32 trainer logprob| for one dtype (T = 0.7); the fp32
-    engine against a trainer with exact attention (what batch_invariant matches)."""
-    trainer = use_exact_attention(copy.deepcopy(model)) if dtype == "float32" else model
-    prompts = random_prompts(2, 64, model.config.vocab_size, 5) + random_prompts(2, 17, model.config.vocab_size, 6)
-    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
+AGREEMENT_PROMPTS = ((2, 64, 5), (2, 17, 6))  # (prompts, length, seed): two lengths, so cache blocks fill unevenly
+
+
+def agreement(engine: LocalEngine, trainer, new_tokens: int) -> dict:
+    """Max and mean |engine logprob - trainer logprob| over the engine's own samples (T = 0.7)."""
+    vocab = trainer.config.vocab_size
+    prompts = [p for n, length, seed in AGREEMENT_PROMPTS for p in random_prompts(n, length, vocab, seed)]
     got = engine.generate(prompts, SamplingParams(temperature=0.7, max_tokens=new_tokens, seed=1))
     deltas = []
     for p, c in zip(prompts, got):
@@ -76,6 +77,13 @@ def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
         deltas.append((lp - torch.tensor(c.logprobs)).abs())
     d = torch.cat(deltas)
     return {"max_abs_delta": float(d.max()), "mean_abs_delta": float(d.mean())}
+
+
+def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
+    """One dtype's mismatch against the fp32 trainer; the fp32 engine against a trainer with exact
+    attention (what batch_invariant matches)."""
+    trainer = use_exact_attention(copy.deepcopy(model)) if dtype == "float32" else model
+    return agreement(LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True)), trainer, new_tokens)
 
 
 def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
