@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httptools
@@ -27,8 +27,7 @@ class UpstreamError(ConnectionError):
 
 @dataclass
 class Reply:
-    status: int
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    status: int  # the reply's headers are not kept: the gateway answers with its own
     chunks: asyncio.Queue | None = None  # streaming: body pieces, then None (or an exception)
     body: bytes = b""
     conn: "Connection | None" = None
@@ -66,9 +65,6 @@ class Connection(asyncio.Protocol):
         self._fail(UpstreamError("connection closed before the reply ended"))
 
     # --- httptools callbacks
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.reply.headers.append((name.lower(), value))
-
     def on_headers_complete(self) -> None:
         self.reply.status = self.parser.get_status_code()
         if self.stream:
@@ -125,7 +121,7 @@ class Origin:
         parts = urlsplit(url)
         self.https = parts.scheme == "https"
         self.host, self.port = parts.hostname, parts.port or (443 if self.https else 80)
-        self.host_header = parts.netloc.encode()
+        self.host_header = parts.netloc
         self.idle: deque[Connection] = deque()
         self.slots = asyncio.Semaphore(limit)
         self.ssl = ssl.create_default_context() if self.https else None
@@ -201,7 +197,7 @@ class Upstream:
 
     @staticmethod
     def _head(method: str, path: str, origin: Origin, body: bytes, headers: dict[str, str]) -> bytes:
-        lines = [f"{method} {path} HTTP/1.1", f"Host: {origin.host_header.decode()}", f"Content-Length: {len(body)}"]
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {origin.host_header}", f"Content-Length: {len(body)}"]
         lines += [f"{k}: {v}" for k, v in headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
