@@ -148,14 +148,15 @@ def test_concurrent_generate_calls_share_steps_and_match_sequential(model):
 
 
 def test_unwritten_kv_slots_holding_nan_do_not_leak_into_outputs(model):
-    """The cache is not zeroed (large ones come from torch.empty): whatever a slot past a
-    sequence's context holds must not reach the output, NaN included (0 * NaN = NaN)."""
+    """Blocks are reused without a full reset: whatever a block held before (NaN included: 0 * NaN
+    = NaN) must not reach the output. Only the null padding block is left as the engine made it."""
     params = SamplingParams(temperature=0.8, max_tokens=6, seed=5)
     prompts = [[1, 3, 40, 41, 42], [1, 3, 40, 41, 42], [1, 7, 50]]
     want = LocalEngine(model).generate(prompts, params)
     dirty = LocalEngine(model)
-    dirty.kv.k.fill_(float("nan"))
-    dirty.kv.v.fill_(float("nan"))
+    real = dirty.kv.null_block * dirty.kv.block_size  # slots of the real blocks
+    dirty.kv.k[:, :real].fill_(float("nan"))
+    dirty.kv.v[:, :real].fill_(float("nan"))
     got = dirty.generate(prompts, params)
     assert [c.token_ids for c in got] == [c.token_ids for c in want]
     assert [c.logprobs for c in got] == [c.logprobs for c in want]

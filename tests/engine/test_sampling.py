@@ -30,6 +30,26 @@ def test_sampler_matches_distribution_and_skips_masked_tokens():
     assert torch.allclose(lps, probs.log()[ids])
 
 
+def test_two_level_sampler_matches_distribution_across_chunks():
+    """A vocabulary of several sampler chunks: mass on tokens at chunk edges and in the short
+    last chunk is drawn in proportion, and masked tokens never."""
+    from posttrain.engine.sampling import CHUNK, Processed
+
+    vocab = 3 * CHUNK + 100
+    hot = torch.tensor([0, CHUNK - 1, CHUNK, 2 * CHUNK + 5, vocab - 1])
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.15, 0.25])
+    logits = torch.full((4000, vocab), float("-inf"))
+    logits[:, hot] = probs.log()
+    logits[:, 7] = -40.0  # a kept token of negligible weight, beside masked ones
+    ids, lps = Processed(logits, torch.ones(4000), torch.ones(4000), torch.zeros(4000, dtype=torch.long)).sample(
+        list(range(4000)), make_generators(3, 4000))
+    assert set(ids.tolist()) <= set(hot.tolist()) | {7}
+    counts = torch.stack([(ids == h).sum() for h in hot]).float()
+    expected = probs * 4000
+    assert float(((counts - expected) ** 2 / expected).sum()) < 18.47  # chi-square, 4 df, p = 0.001
+    assert torch.isfinite(lps).all()
+
+
 def test_greedy_rows_take_argmax_and_seeds_reproduce():
     logp = torch.log_softmax(torch.randn(6, 50, generator=torch.Generator().manual_seed(0)), -1)
     greedy = torch.tensor([True, False] * 3)
@@ -39,16 +59,21 @@ def test_greedy_rows_take_argmax_and_seeds_reproduce():
 
 
 @pytest.mark.parametrize("temperature,top_p,top_k", [(1.0, 1.0, 0), (0.7, 1.0, 0), (0.0, 1.0, 0), (0.8, 0.9, 5)])
-@pytest.mark.parametrize("trainer_form", [True, False])
-def test_in_place_processed_logprobs_have_the_out_of_place_bits(temperature, top_p, top_k, trainer_form):
-    from posttrain.engine.sampling import processed_logprobs_, scale_logits, trainer_log_softmax
+def test_processed_rows_have_the_trainer_forms_bits(temperature, top_p, top_k):
+    """In-place processing gives scaled - logsumexp(scaled) of the out-of-place scaling, bit for bit,
+    for full rows and for the sampled tokens, with any mix of temperatures."""
+    from posttrain.engine.sampling import Processed, scale_logits
 
     logits = torch.randn(6, 3000, generator=torch.Generator().manual_seed(4)) * 4
     t = torch.tensor([temperature] * 5 + [1.0])  # a mixed batch: one row at T = 1
     p, k = torch.full((6,), top_p), torch.full((6,), top_k, dtype=torch.long)
     scaled = scale_logits(logits, t, p, k)
-    want = trainer_log_softmax(scaled) if trainer_form else torch.log_softmax(scaled, dim=-1)
-    assert torch.equal(processed_logprobs_(logits.clone(), t, p, k, trainer_form), want)
+    want = scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
+    dist = Processed(logits.clone(), t, p, k)
+    assert torch.equal(dist.logp(0, 6), want)
+    ids, lps = dist.sample([0, 2, 5], make_generators(1, 3))
+    assert torch.equal(lps, want[[0, 2, 5]].gather(-1, ids.unsqueeze(-1)).squeeze(-1))
+    assert torch.isfinite(lps).all()
 
 
 def test_logsumexp_rows_has_torch_bits():

@@ -137,58 +137,52 @@ def _attend_multi(q, out, kv, layer, g, scale) -> None:
     out[g["tok"][g["valid"]]] = og[g["valid"]]
 
 
-def _heads(x: torch.Tensor, dtype) -> torch.Tensor:
-    """[B, L, KVH, D] -> contiguous [B, KVH, L, D] in dtype: one pass that permutes (and casts),
-    so both products below run as plain batched GEMMs without further copies."""
-    b, l, kvh, d = x.shape
-    out = torch.empty(b, kvh, l, d, dtype=dtype, device=x.device)
-    out.copy_(x.permute(0, 2, 1, 3))
-    return out
+def _flash(q, k, v, scale, bias=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """ATen's fused CPU attention (the kernel SDPA itself runs), which also returns the row
+    log-sum-exps: q [B, KVH, M, D] (M queries per KV head: GQA heads as query rows); k, v
+    [B, KVH, L, D], strided views of the gathered cache (no copies); bias [B, 1, 1, L] additive
+    (0 or -inf) -> (out [B, KVH, M, D], lse [B, KVH, M]). A masked slot gets weight exactly 0;
+    its V may hold any finite value (the cache holds zeros or earlier sequences' K/V)."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=bias,
+                                                                           scale=scale)[:2]
+    return out, lse
 
 
-def _softmax_attend(q, k, v, scale, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """q: [B, KVH, M, D]; k, v: [B, KVH, L, D]; mask: [B, L] or None -> (out [B, KVH, M, D], lse [B, KVH, M, 1]).
-
-    A K slot past the context may hold anything: the mask overwrites its score (NaN included);
-    V there must already be zero (0 * NaN is NaN). Every row has at least one unmasked key."""
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)  # [B, KVH, M, L]
-    if mask is not None:
-        scores.masked_fill_(~mask.view(mask.shape[0], 1, 1, -1), float("-inf"))
-    if q.dtype == torch.float32:  # the order the library default's fp32 numerics were measured with
-        lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-        return torch.matmul(torch.exp(scores - lse), v), lse
-    # float64 (exact: any order rounds alike) and bf16: three fewer passes, normalised after the product
-    top = torch.amax(scores, dim=-1, keepdim=True)
-    weights = scores.sub_(top).exp_()
-    total = weights.sum(-1, keepdim=True)
-    return torch.matmul(weights, v).div_(total), total.log_().add_(top)
+def _decode_bias(g: dict, dtype) -> torch.Tensor:
+    """The step's own-blocks mask as an additive [B, 1, 1, L] bias in `dtype`, made once per step."""
+    key = ("bias", dtype)
+    if key not in g:
+        b, length = g["mask"].shape
+        bias = torch.zeros(b, 1, 1, length, dtype=dtype, device=g["mask"].device)
+        g[key] = bias.masked_fill_(~g["mask"].view(b, 1, 1, length), float("-inf"))
+    return g[key]
 
 
 def _attend_decode(q, out, kv, layer, g, scale) -> None:
     qd = q if g["all"] else q[g["tok"]]  # [B, H, D]
     b, h, d = qd.shape
-    k, v = kv.read(layer, g["tables"])  # [B, L, KVH, D] in the compute dtype; _heads casts
+    k, v = kv.read(layer, g["tables"], q.dtype)  # [B, L, KVH, D]
     kvh = k.shape[2]
-    k, v = _heads(k, q.dtype), _heads(v, q.dtype).masked_fill_(~g["mask"].view(b, 1, -1, 1), 0)
-    o, lse = _softmax_attend(qd.view(b, kvh, h // kvh, d), k, v, scale, g["mask"])  # each sequence's own blocks
-    o, lse = o.reshape(b, h, d), lse.reshape(b, h)
+    o, lse = _flash(qd.view(b, kvh, h // kvh, d), k.transpose(1, 2), v.transpose(1, 2), scale, _decode_bias(g, q.dtype))
+    o, lse = o.reshape(b, h, d), lse.reshape(b, h)  # each sequence's own blocks
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
-        kp, vp = kv.read(layer, blocks)  # [NG, Lp, KVH, D], every slot written
-        op, lp = _softmax_attend_shared(qd[rows], _heads(kp, q.dtype), _heads(vp, q.dtype), scale)
-        m = torch.maximum(lse[rows], lp)
+        kp, vp = kv.read(layer, blocks, q.dtype)  # [NG, Lp, KVH, D], every slot written
+        op, lp = _attend_shared(qd[rows], kp.transpose(1, 2), vp.transpose(1, 2), scale)
+        m = torch.maximum(lse[rows], lp)  # float32 lse for a bf16 q: the merge runs in float32
         w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)
-        o[rows] = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
+        merged = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
+        o[rows] = merged.to(o.dtype)
     if g["all"]:
         out.copy_(o)
     else:
         out[g["tok"]] = o
 
 
-def _softmax_attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
+def _attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
     """Groups of G queries [NG, G, H, D] over their shared K/V [NG, KVH, L, D] -> out [NG, G, H, D], lse [NG, G, H]."""
     ng, g, h, d = q.shape
     kvh = k.shape[1]
     qg = q.view(ng, g, kvh, h // kvh, d).transpose(1, 2).reshape(ng, kvh, g * (h // kvh), d)
-    o, lse = _softmax_attend(qg, k, v, scale)  # [NG, KVH, G * H/KVH, D]
-    o = o.view(ng, kvh, g, h // kvh, d).transpose(1, 2).reshape(ng, g, h, d)
-    return o, lse.view(ng, kvh, g, h // kvh).transpose(1, 2).reshape(ng, g, h)
+    o, lse = _flash(qg, k, v, scale)  # [NG, KVH, G * H/KVH, D]
+    o = o.reshape(ng, kvh, g, h // kvh, d).transpose(1, 2).reshape(ng, g, h, d)
+    return o, lse.reshape(ng, kvh, g, h // kvh).transpose(1, 2).reshape(ng, g, h)

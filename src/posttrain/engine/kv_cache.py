@@ -1,9 +1,10 @@
 """The paged KV tensors: one flat slot array per layer, slot = block * block_size + offset.
 
 Attention reads whole blocks through block tables (16-slot copies, not per-slot gathers);
-slots past a sequence's context are masked. Large caches are reserved with torch.empty
-(fresh mmap pages are zero and are touched only when written); small ones are zeroed, so a
-masked slot never holds NaN. One extra zeroed "null" block at index num_blocks pads tables.
+slots past a sequence's context are masked, and hold zeros: a block is zeroed when its first
+slot is written (`clear_fresh_blocks`), so no earlier owner's value (a NaN, say) is left there.
+Large caches are reserved with torch.empty (fresh mmap pages are zero and are touched only when
+written); small ones are zeroed. One extra zeroed "null" block at index num_blocks pads tables.
 
 int8 (opt-in, lossy) stores each group of INT8_GROUP channels of a token-head vector with one
 float scale (absmax / 127): group-wise scales keep one outlier channel (common in keys) from
@@ -58,14 +59,25 @@ class KVCache:
         alloc = torch.empty if _nbytes(shape, store) > EAGER_ZERO_BYTES else torch.zeros
         self.k = alloc(shape, dtype=store, device=device)
         self.v = alloc(shape, dtype=store, device=device)
-        tensors = [self.k, self.v]
         if self.quantized:
             self.groups = _groups(head_dim)
             self.k_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
             self.v_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
-            tensors += [self.k_scale, self.v_scale]
-        for t in tensors:
+        for t in self._tensors():
             t[:, num_blocks * block_size :] = 0
+
+    def clear_fresh_blocks(self, slots: torch.Tensor) -> None:
+        """Zero, in every layer, each block whose first slot `slots` is about to write: a block is
+        written from its start, so its slots past a sequence's context hold zeros, never an earlier
+        owner's values (a NaN there would survive masking: 0 * NaN = NaN). Once per step."""
+        starts = slots[slots % self.block_size == 0]
+        if len(starts):
+            blocks = starts // self.block_size
+            for t in self._tensors():
+                t.view(t.shape[0], -1, self.block_size, *t.shape[2:])[:, blocks] = 0
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [self.k, self.v] + ([self.k_scale, self.v_scale] if self.quantized else [])
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """slots: [N]; k, v: [N, KVH, D]."""
@@ -101,6 +113,5 @@ class KVCache:
         """Copy-on-write: duplicate whole blocks src -> dst in every layer."""
         bs = self.block_size
         for src, dst in pairs:
-            tensors = [self.k, self.v] + ([self.k_scale, self.v_scale] if self.quantized else [])
-            for t in tensors:
+            for t in self._tensors():
                 t[:, dst * bs : (dst + 1) * bs] = t[:, src * bs : (src + 1) * bs]

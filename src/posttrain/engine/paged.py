@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from posttrain.engine.allocator import keep_freed_memory
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.batching import append_tokens, pack
 from posttrain.engine.block_manager import BlockManager
@@ -23,7 +24,7 @@ from posttrain.engine.dtypes import cast_copy, choose_dtype
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
-from posttrain.engine.sampling import make_generators, processed_logprobs_, row_params, sample_rows
+from posttrain.engine.sampling import Processed, make_generators, row_params
 from posttrain.engine.scheduler import Scheduler
 from posttrain.engine.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.sequence import Sequence
@@ -59,6 +60,8 @@ class PagedEngine(Engine):
     def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
         self.config = config or EngineConfig()
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         self.dtype = choose_dtype(self.config.dtype, self.device)
         # shared with a trainer (its train/eval mode is left alone), or a copy in another dtype
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
@@ -227,7 +230,7 @@ class PagedEngine(Engine):
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
         # [M, V], computed in the logits' own memory; generators live on the CPU
-        logp = processed_logprobs_(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu(), self.config.batch_invariant)
+        dist = Processed(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu())
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)
@@ -243,17 +246,14 @@ class PagedEngine(Engine):
                 plain.append((child, start))
             seq.children = []
             if seq in drafts:
-                self._emit(seq, *self._verify(seq, logp[start:at], *drafts[seq]), rows=logp[start:at])
+                self._emit(seq, *self._verify(seq, dist.logp(start, at), *drafts[seq]), dist, start)
             else:
                 plain.append((seq, start))
             touched.append(seq)
         if plain:
-            greedy = torch.tensor([s.params.temperature <= 0 for s, _ in plain])
-            at_rows = [r for _, r in plain]
-            picked = logp if at_rows == list(range(len(logp))) else logp[at_rows]  # no [B, V] copy
-            ids, lps = sample_rows(picked, greedy, [s.generator for s, _ in plain])
+            ids, lps = dist.sample([r for _, r in plain], [s.generator for s, _ in plain])
             for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
-                self._emit(seq, [tok], [lp], rows=logp[row : row + 1])
+                self._emit(seq, [tok], [lp], dist, row)
         for child, _ in plain:
             if child not in touched and child.finished:
                 self.scheduler.finish(child)
@@ -268,15 +268,16 @@ class PagedEngine(Engine):
         seq.spec_k = min(2 * len(draft), self.config.spec_tokens) if accepted == len(draft) else accepted + 1
         return toks, lps
 
-    def _emit(self, seq: Sequence, toks: list[int], lps: list[float], rows: torch.Tensor) -> None:
-        """Append sampled tokens; rows[i] is the processed log-distribution toks[i] came from."""
+    def _emit(self, seq: Sequence, toks: list[int], lps: list[float], dist: Processed, row: int) -> None:
+        """Append sampled tokens; toks[i] came from row `row + i` of the step's distributions."""
         if seq.first_token_time is None:
             seq.first_token_time = time.perf_counter()
         before = len(seq.tokens)
         append_tokens(seq, toks, lps, self.max_model_len, self.tokenizer)
         self.stats.generated_tokens += len(seq.tokens) - before
         if seq.params.top_logprobs:
-            seq.top_logprobs += top_alternatives(rows[: len(seq.tokens) - before], seq.params.top_logprobs)
+            logp = dist.logp(row, row + len(seq.tokens) - before)
+            seq.top_logprobs += top_alternatives(logp, seq.params.top_logprobs)
         seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
         self.blocks.register(seq)
 

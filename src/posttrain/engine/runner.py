@@ -74,6 +74,7 @@ class ModelRunner:
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
         plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
+        kv.clear_fresh_blocks(batch.slots)
         h = h[0]
         for li, (layer, lin) in enumerate(zip(inner.layers, self.linears)):
             attn = layer.self_attn

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+CHUNK = 1024  # the sampler's first level: sums of this many weights
+
 
 def process_logits(
     logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
@@ -23,38 +25,63 @@ def process_logits(
 
 
 def scale_logits(
-    logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor
+    logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor, in_place: bool = False
 ) -> torch.Tensor:
-    """logits / T with the tokens outside top-k and the top-p nucleus at -inf; [B, V]."""
+    """logits / T with the tokens outside top-k and the top-p nucleus at -inf; [B, V].
+    in_place: computed in float32 `logits` itself (the same bits; a T = 1 batch skips the division)."""
     greedy = temperature <= 0
-    t = torch.where(greedy, torch.ones_like(temperature), temperature)
-    scaled = logits.float() / t.unsqueeze(-1)  # a new [B, V] tensor: the caller's logits stay
+    t = torch.where(greedy, torch.ones_like(temperature), temperature).unsqueeze(-1)
+    if not in_place:
+        scaled = logits.float() / t  # a new [B, V] tensor: the caller's logits stay
+    elif bool((t != 1).any()):
+        scaled = logits.float().div_(t)
+    else:
+        scaled = logits.float()
     return _mask_outside_kept(scaled, greedy, top_p, top_k)
 
 
-def processed_logprobs_(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor,
-                        trainer_form: bool) -> torch.Tensor:
-    """log_softmax(scale_logits(...)) (or the trainer's form) computed in `logits` itself, which
-    the caller gives up: float32 [B, V] -> [B, V], the same bits as the out-of-place functions
-    with fewer full passes and allocations (a batch-128 step has 6.3M logits): the division is
-    skipped when every row's T is 1 (x / 1 = x) and the trainer's form subtracts in place."""
-    greedy = temperature <= 0
-    t = torch.where(greedy, torch.ones_like(temperature), temperature)
-    scaled = logits.float()
-    if bool((t != 1).any()):
-        scaled.div_(t.unsqueeze(-1))
-    scaled = _mask_outside_kept(scaled, greedy, top_p, top_k)
-    if not trainer_form:
-        return torch.log_softmax(scaled, dim=-1)
-    return scaled.sub_(logsumexp_rows(scaled))
+class Processed:
+    """One step's processed distributions, computed in the step's logits themselves.
+
+    scaled: logits / T with the tokens outside the kept set at -inf; lse: its row log-sum-exps
+    (torch.logsumexp's bits); weights: exp(scaled - row max), the unnormalised probabilities the
+    sampler draws from. A row's log-probs are scaled - lse, the trainer's form (train/logprobs.py),
+    so a sampled token's logprob has the trainer's bits for the same logits (log_softmax rounds
+    differently, by up to an ulp of the log-sum-exp: ~1e-5 when it is ~100); full rows are made
+    only where they are asked for (speculative verification, top logprobs), not for the batch.
+    """
+
+    def __init__(self, logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, top_k: torch.Tensor):
+        self.scaled = scale_logits(logits, temperature, top_p, top_k, in_place=True)
+        self.greedy = temperature <= 0
+        self.weights, self.lse = _exp_and_logsumexp(self.scaled)
+
+    def logp(self, start: int, stop: int) -> torch.Tensor:
+        """Processed log-probs of rows [start, stop): [R, V]."""
+        return self.scaled[start:stop] - self.lse[start:stop]
+
+    def sample(self, rows: list[int], generators: list[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One token per listed row (greedy rows: the argmax); returns (ids [R], logprobs [R]).
+        Spends the weights: they are summed in place, so call this once per step."""
+        every = rows == list(range(self.scaled.shape[0]))
+        pick = (lambda x: x) if every else (lambda x: x[rows])
+        scaled, greedy = pick(self.scaled), pick(self.greedy)
+        ids = _draw(pick(self.weights), scaled, greedy, generators)
+        return ids, scaled.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - pick(self.lse).squeeze(-1)
 
 
 def logsumexp_rows(x: torch.Tensor) -> torch.Tensor:
-    """torch.logsumexp(x, -1, keepdim=True) with its bits (ATen's steps: max, inf max -> 0,
-    sum of exp(x - max), log + max) and one [B, V] temporary instead of two."""
+    """torch.logsumexp(x, -1, keepdim=True) with its bits."""
+    return _exp_and_logsumexp(x)[1]
+
+
+def _exp_and_logsumexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(exp(x - row max) [B, V], logsumexp [B, 1]) in ATen's steps for logsumexp (max, an
+    infinite max taken as 0, sum of exp(x - max), log + max), so the second has its bits."""
     m = torch.amax(x, dim=-1, keepdim=True)
     m.masked_fill_(m.abs() == float("inf"), 0)
-    return (x - m).exp_().sum(-1, keepdim=True).log_().add_(m)
+    weights = (x - m).exp_()
+    return weights, weights.sum(-1, keepdim=True).log_().add_(m)
 
 
 def _mask_outside_kept(scaled, greedy, top_p, top_k) -> torch.Tensor:
@@ -63,15 +90,6 @@ def _mask_outside_kept(scaled, greedy, top_p, top_k) -> torch.Tensor:
     if bool(((top_p < 1) & ~greedy).any()):
         scaled = _mask_top_p(scaled, torch.where(greedy, torch.ones_like(top_p), top_p))
     return scaled
-
-
-def trainer_log_softmax(scaled: torch.Tensor) -> torch.Tensor:
-    """scaled - logsumexp(scaled), the trainer's form (train/logprobs.py), [B, V].
-
-    Equal in exact math to log_softmax(scaled); in float32 the two round differently by up to
-    an ulp of the logsumexp (~1e-5 when it is ~100), so batch-invariant engines use this one,
-    and a sampled token's logprob has the trainer's bits for the same logits."""
-    return scaled - torch.logsumexp(scaled, dim=-1, keepdim=True)
 
 
 def _mask_top_k(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
@@ -109,7 +127,14 @@ def make_generators(seed: int | None, n: int) -> list[torch.Generator]:
 def sample_rows(
     logp: torch.Tensor, greedy: torch.Tensor, generators: list[torch.Generator]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B]).
+    """Draw one token per row from processed log-probs [B, V]; returns (ids [B], logprobs [B])."""
+    ids = _draw(logp.exp(), logp, greedy, generators)
+    return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def _draw(weights: torch.Tensor, scores: torch.Tensor, greedy: torch.Tensor, generators) -> torch.Tensor:
+    """Token ids [B]: argmax of scores for greedy rows, else a draw from weights [B, V]
+    (unnormalised probabilities, 0 outside the kept set; summed in place).
 
     Inverse-CDF sampling: one uniform per row from that row's generator, then one vectorised
     search over cumulative sums. A zero-probability token adds exactly 0 to the running sum,
@@ -117,18 +142,44 @@ def sample_rows(
     Full [B, V] passes are what a large batch pays for, so each is done once, and only for
     the rows that need it (argmax for greedy rows, the cumulative sum for sampled ones).
     """
-    ids = torch.empty(logp.shape[0], dtype=torch.long)
+    ids = torch.empty(scores.shape[0], dtype=torch.long)
     rows = torch.nonzero(~greedy).flatten()
-    if len(rows) < logp.shape[0]:
+    if len(rows) < scores.shape[0]:
         held = torch.nonzero(greedy).flatten()
-        ids[held] = (logp if len(held) == logp.shape[0] else logp[held]).argmax(dim=-1)
+        ids[held] = (scores if len(held) == scores.shape[0] else scores[held]).argmax(dim=-1)
     if len(rows):
-        sampled = logp if len(rows) == logp.shape[0] else logp[rows]
+        every = len(rows) == scores.shape[0]
         u = torch.stack([torch.rand((), generator=generators[i]) for i in rows.tolist()])
-        cdf = sampled.exp().cumsum_(-1)  # [R, V], summed in place
-        pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
-        ids[rows] = _clamp_to_kept(sampled, pick)
-    return ids, logp.gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+        pick = _inverse_cdf(weights if every else weights[rows], u)
+        ids[rows] = _clamp_to_kept(scores if every else scores[rows], pick)
+    return ids
+
+
+def _inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The first index of each row where the running sum of weights [R, V] exceeds u * total.
+
+    Two levels, so no full-row cumulative sum (a sequential pass): sum chunks of CHUNK, find the
+    chunk, then search the running sum inside that chunk alone. Within the chunk the pick stops
+    at its last nonzero weight, so rounding between the two levels never moves it into the next
+    chunk; a zero weight is still never the first to exceed (see _draw)."""
+    r, v = weights.shape
+    n = -(-v // CHUNK)
+    if n < 2:
+        cdf = weights.cumsum_(-1)
+        return torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
+    full = (v // CHUNK) * CHUNK
+    sums = weights[:, :full].view(r, -1, CHUNK).sum(-1)
+    if full < v:
+        sums = torch.cat([sums, weights[:, full:].sum(-1, keepdim=True)], dim=-1)
+    cum = sums.cumsum(-1)  # [R, n]
+    target = (u * cum[:, -1]).unsqueeze(-1)
+    chunk = torch.searchsorted(cum, target, right=True).clamp_(max=n - 1)  # [R, 1]
+    before = torch.where(chunk > 0, cum.gather(-1, (chunk - 1).clamp(min=0)), torch.zeros_like(target))
+    idx = chunk * CHUNK + torch.arange(CHUNK)  # [R, CHUNK]; the last chunk may be short
+    inner = weights.gather(-1, idx.clamp(max=v - 1)).masked_fill_(idx >= v, 0)
+    last = CHUNK - 1 - (inner > 0).flip(-1).int().argmax(-1, keepdim=True)
+    pos = torch.searchsorted(inner.cumsum_(-1), target - before, right=True)
+    return (chunk * CHUNK + torch.minimum(pos, last)).squeeze(-1)
 
 
 def _clamp_to_kept(logp: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
