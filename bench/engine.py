@@ -4,7 +4,8 @@
 
 Sections (each prints a ratio; all land in the JSON):
   throughput     16 prompts x G=8 samples, 256 prompt tokens, 128 new tokens, sampling,
-                 vs HF generate on the same model (SmolLM2-135M-Instruct and an in-process model)
+                 vs HF generate on the same model (SmolLM2-135M-Instruct and an in-process model),
+                 both warm, in fp32 and (SmolLM2) in each other dtype of --dtypes
   prefix cache   multi-turn agent replay (6 turns): prefill tokens and wall, cache on vs off
   speculation    n-gram prompt lookup on copy-heavy output, greedy, batch 1 and 8
   kv waste       allocated vs used KV slots at peak under a mixed-length workload
@@ -22,6 +23,7 @@ The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_au
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import platform
 import sys
@@ -39,7 +41,7 @@ from engine_vllm import REPO, vllm_section  # noqa: E402
 from posttrain.engine.base import SamplingParams
 from posttrain.machine import cpu_info
 from posttrain.engine.config import EngineConfig
-from posttrain.engine.dtypes import choose_dtype
+from posttrain.engine.dtypes import NAMES, choose_dtype
 from posttrain.engine.local import LocalEngine
 from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
 
@@ -66,35 +68,42 @@ def load_models(quick: bool) -> dict:
     return models
 
 
-def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1) -> dict:
-    """Tokens/s of LocalEngine vs HF generate on n_prompts x group sampled completions.
+def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1, dtype="float32") -> dict:
+    """Tokens/s of LocalEngine vs HF generate on n_prompts x group sampled completions, both in `dtype`.
 
-    Runs alternate (ours, HF, ours, HF, ...) and the best of `repeat` is kept for each, so a
-    load spike on a shared machine does not land on one side only.
+    Both sides are warm, as a server would be: each engine (a fresh one per run, so no prefix is
+    cached from the last run) first answers a short throwaway prompt (its weights get packed),
+    and HF generate runs that prompt once too. Runs alternate (ours, HF, ours, HF, ...) and the
+    best of `repeat` is kept for each, so a load spike on a shared machine does not land on one
+    side only. bf16 on HF is the model cast with `.to(torch.bfloat16)`.
     """
     prompts = random_prompts(n_prompts, prompt_len, model.config.vocab_size, 0)
     batch = [p for p in prompts for _ in range(group)]
     ids = torch.tensor(batch)
+    warm = random_prompts(1, 16, model.config.vocab_size, 99)
+    hf_model = model if dtype == "float32" else copy.deepcopy(model).to(NAMES[dtype])
+    hf_args = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
+                   min_new_tokens=new_tokens, pad_token_id=0)
+    with torch.inference_mode():
+        hf_model.generate(torch.tensor(warm), **{**hf_args, "max_new_tokens": 2, "min_new_tokens": 2})
     ours, theirs = [], []
     for r in range(repeat):
-        engine = LocalEngine(model, config=EngineConfig(batch_invariant=True))  # as `posttrain serve` runs
+        engine = LocalEngine(model, config=EngineConfig(dtype=dtype))  # the defaults, as `posttrain serve` runs
+        engine.generate(warm, SamplingParams(max_tokens=2))
         t0 = time.perf_counter()
         out = engine.generate(batch, SamplingParams(temperature=1.0, max_tokens=new_tokens, seed=r))
         ours.append(time.perf_counter() - t0)
         torch.manual_seed(r)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            hf = model.generate(
-                ids, attention_mask=torch.ones_like(ids), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=0,
-            )
+            hf = hf_model.generate(ids, attention_mask=torch.ones_like(ids), **hf_args)
         theirs.append(time.perf_counter() - t0)
     n_tok = sum(len(c.token_ids) for c in out)
     hf_tok = (hf.shape[1] - prompt_len) * hf.shape[0]
     a, b = min(ours), min(theirs)
     return {
-        "engine_tok_s": n_tok / a, "hf_generate_tok_s": hf_tok / b, "engine_s": ours, "hf_generate_s": theirs,
-        "ratio": (n_tok / a) / (hf_tok / b),
+        "dtype": dtype, "engine_tok_s": n_tok / a, "hf_generate_tok_s": hf_tok / b, "engine_s": ours,
+        "hf_generate_s": theirs, "ratio": (n_tok / a) / (hf_tok / b),
         "workload": f"{n_prompts} prompts x G={group}, {prompt_len} prompt + {new_tokens} new tokens, T=1",
     }
 
@@ -231,10 +240,13 @@ def main() -> None:
     print(f"[agreement {real}] max |dlogp| float32 KV {r['float32_max_abs_delta']:.2e}, int8 KV {r['int8_max_abs_delta']:.2e}")
     res.update(summary(res, real))
     save(args.json, res)
-    for name, (m, _) in models.items():  # the slowest rows last: HF generate prefills every sample
-        shape = (4, 4, 128, 32) if q else (16, 8, 256, 128)
-        res[f"throughput_{name}"] = r = bench_throughput(m, *shape, repeat=args.repeat)
-        print(f"[throughput {name}] engine {r['engine_tok_s']:.0f} tok/s vs HF generate {r['hf_generate_tok_s']:.0f} tok/s: {r['ratio']:.2f}x")
+    shape = (4, 4, 128, 32) if q else (16, 8, 256, 128)
+    rows = [(name, "float32") for name in models] + [(real, d) for d in dtypes if d != "float32"]
+    for name, dtype in rows:  # the slowest rows last: HF generate prefills every sample
+        key = f"throughput_{name}" + ("" if dtype == "float32" else f"_{dtype}")
+        res[key] = r = bench_throughput(models[name][0], *shape, repeat=args.repeat, dtype=dtype)
+        print(f"[throughput {name} {dtype}] engine {r['engine_tok_s']:.0f} tok/s vs HF generate "
+              f"{r['hf_generate_tok_s']:.0f} tok/s: {r['ratio']:.2f}x")
         res.update(summary(res, real))
         save(args.json, res)
     res["wall_s"] = time.perf_counter() - t_start
@@ -248,6 +260,7 @@ def summary(res: dict, real: str) -> dict:
     return dict(
         model=real,
         vs_hf_generate=get(f"throughput_{real}", "ratio"),
+        vs_hf_generate_bf16=get(f"throughput_{real}_bfloat16", "ratio"),
         vs_hf_generate_in_process=get("throughput_in-process-small", "ratio"),
         prefix_cache_prefill_saved=get("prefix_replay", "prefill_saved"),
         prefix_cache_wall=get("prefix_replay", "wall_ratio"),

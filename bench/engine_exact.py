@@ -67,20 +67,12 @@ def agreement(model, new_tokens: int) -> dict:
     return {"rows": rows, "max_abs_delta": worst, "sdpa_trainer_max_abs_delta": max(r["sdpa_trainer"] for r in rows.values())}
 
 
-class _Fp32Attention(LocalEngine):
-    """The same batch-invariant engine with float32 attention: what exact attention costs."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.runner.attn_dtype = None
-
-
 def decode_cost(model, quick: bool) -> dict:
     steps, prompt_len = (6, 128) if quick else (16, 256)
     out = {}
     for batch in (1, 16, 128):
-        fast = decode_row(model, "float32", batch, prompt_len, steps, engine_cls=_Fp32Attention)
-        exact = decode_row(model, "float32", batch, prompt_len, steps)
+        fast = decode_row(model, "float32", batch, prompt_len, steps)
+        exact = decode_row(model, "float32", batch, prompt_len, steps, batch_invariant=True)
         out[f"batch{batch}"] = {"exact_step_ms": exact["step_ms"], "fp32_attention_step_ms": fast["step_ms"],
                                 "cost": exact["step_ms"] / fast["step_ms"] - 1,
                                 "exact_of_bound": exact["of_bound"], "fp32_attention_of_bound": fast["of_bound"]}

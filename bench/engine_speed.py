@@ -8,14 +8,12 @@ Python are what separate the engine from it.
 
 from __future__ import annotations
 
-import copy
 import time
 
 import torch
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.config import EngineConfig
-from posttrain.engine.exact_attention import use_exact_attention
 from posttrain.engine.local import LocalEngine
 from posttrain.train.logprobs import token_logprobs
 
@@ -43,11 +41,11 @@ def matmul_bound_s(engine: LocalEngine, batch: int, repeat: int = 3) -> float:
 
 
 @torch.inference_mode()
-def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, engine_cls=LocalEngine) -> dict:
+def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, batch_invariant: bool = False) -> dict:
     """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound."""
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
-    engine = engine_cls(model, config=EngineConfig(dtype=dtype, batch_invariant=True))
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=batch_invariant))
     engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
@@ -80,10 +78,9 @@ def agreement(engine: LocalEngine, trainer, new_tokens: int) -> dict:
 
 
 def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
-    """One dtype's mismatch against the fp32 trainer; the fp32 engine against a trainer with exact
-    attention (what batch_invariant matches)."""
-    trainer = use_exact_attention(copy.deepcopy(model)) if dtype == "float32" else model
-    return agreement(LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=True)), trainer, new_tokens)
+    """One dtype's mismatch, default engine against the fp32 trainer (what RL corrects with TIS);
+    the batch-invariant engine against an exact-attention trainer is bench/engine_exact.py's."""
+    return agreement(LocalEngine(model, config=EngineConfig(dtype=dtype)), model, new_tokens)
 
 
 def speed_section(model, quick: bool, dtypes: list[str]) -> dict:

@@ -24,7 +24,7 @@ def serve(
     kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
     dtype: str = typer.Option("auto", help="Compute dtype: auto (bf16 where the CPU has AVX-512-BF16/AMX) | float32 | bfloat16."),
     max_num_seqs: int = typer.Option(256, min=1),
-    batch_invariant: bool = typer.Option(True, help="Packed linears, exact (float64) attention in fp32, logprobs rounded as the trainer's (docs/engine.md)."),
+    batch_invariant: bool = typer.Option(False, help="Exact (float64) attention in fp32: logprobs bit-equal to an exact-attention trainer's, at a decode cost (docs/engine.md)."),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
     api_key: Optional[str] = typer.Option(None, envvar="POSTTRAIN_API_KEY",
                                           help="Require `Authorization: Bearer KEY` (needed off loopback)."),

@@ -4,7 +4,7 @@ Multi-token queries (prefill chunks, speculative verification) go through SDPA w
 and context mask. Single-token decodes use cascade attention: sequences that share leading
 blocks (a GRPO group forked from one prefill, or prefix-cache hits) read that shared prefix
 once, and each sequence reads only its own suffix; the two partial softmaxes are merged by
-their log-sum-exps (out = (e^{l1} o1 + e^{l2} o2) / (e^{l1} + e^{l2})).
+their log-sum-exps (out = (e^{l1} o1 + e^{l2} o2) / (e^{l1} + e^{l2}) = o1 + sigmoid(l2 - l1) (o2 - o1)).
 """
 
 from __future__ import annotations
@@ -168,10 +168,9 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
     for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
         kp, vp = kv.read(layer, blocks, q.dtype)  # [NG, Lp, KVH, D], every slot written
         op, lp = _attend_shared(qd[rows], kp.transpose(1, 2), vp.transpose(1, 2), scale)
-        m = torch.maximum(lse[rows], lp)  # float32 lse for a bf16 q: the merge runs in float32
-        w_own, w_pre = torch.exp(lse[rows] - m), torch.exp(lp - m)
-        merged = (o[rows] * w_own.unsqueeze(-1) + op * w_pre.unsqueeze(-1)) / (w_own + w_pre).unsqueeze(-1)
-        o[rows] = merged.to(o.dtype)
+        # the prefix's share of the merged softmax mass: e^lp / (e^lp + e^lse) = sigmoid(lp - lse)
+        share = torch.sigmoid(lp - lse[rows]).unsqueeze(-1)  # float32 lse for a bf16 q: merged in float32
+        o[rows] = torch.lerp(o[rows].to(share.dtype), op.to(share.dtype), share).to(o.dtype)
     if g["all"]:
         out.copy_(o)
     else:

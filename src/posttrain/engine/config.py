@@ -17,7 +17,7 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     kv_dtype: Literal["float32", "bfloat16", "int8"] = "float32"  # int8: opt-in, lossy
     dtype: Literal["float32", "bfloat16", "auto"] = "float32"  # compute; auto: bf16 where the CPU has it
-    batch_invariant: bool = False  # packed linears + the trainer's logprob form (docs/engine.md)
+    batch_invariant: bool = False  # fp32: exact (float64) attention, logprobs bit-equal to the trainer's (docs/engine.md)
     spec_method: Literal["none", "ngram", "draft"] = "none"
     spec_tokens: int = 4  # draft tokens proposed per step
     ngram_max: int = 4  # longest suffix n-gram looked up in the context

@@ -67,9 +67,9 @@ class PagedEngine(Engine):
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        # packed linears: batch-invariant fp32 rows; bf16 always (its unpacked kernels reorder per call)
-        wants_pack = self.config.batch_invariant or self.dtype.name == "bfloat16"
-        self.packed = wants_pack and can_pack(self.dtype.torch_dtype, self.device)
+        # packed linears on CPU: faster at small batches (bf16's unpacked kernels reorder weights on
+        # every call) and batch-invariant in fp32; a packed copy of the weights beside the model's
+        self.packed = can_pack(self.dtype.torch_dtype, self.device)
         # exact (float64) attention: batch-invariant fp32 logprobs (engine/exact_attention.py)
         self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
         self.attn_dtype = torch.float64 if self.exact_attention else None

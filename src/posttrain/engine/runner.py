@@ -20,6 +20,7 @@ import torch
 
 from posttrain.engine.attention import attend, build_plan
 from posttrain.engine.kv_cache import KVCache
+from posttrain.engine.layers import rms_norm, rotary, signed_sines
 from posttrain.engine.packed import linears_of
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
@@ -36,11 +37,6 @@ class Batch:
     ctx_lens: list[int]  # [S] KV length per sequence after this step
     block_tables: list[list[int]]  # [S]
     logits_index: torch.Tensor  # [M] rows of the packed tokens whose next-token logits we need
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
 
 
 class ModelRunner:
@@ -73,23 +69,28 @@ class ModelRunner:
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
         cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
+        sin = signed_sines(sin)
         plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
         kv.clear_fresh_blocks(batch.slots)
         h = h[0]
         for li, (layer, lin) in enumerate(zip(inner.layers, self.linears)):
             attn = layer.self_attn
-            x = layer.input_layernorm(h)
+            x = _norm(layer.input_layernorm, h)
             q = lin["q"](x).view(n, self.num_heads, self.head_dim)
             k = lin["k"](x).view(n, self.num_kv_heads, self.head_dim)
             v = lin["v"](x).view(n, self.num_kv_heads, self.head_dim)
             if hasattr(attn, "q_norm"):  # Qwen3
                 q, k = attn.q_norm(q), attn.k_norm(k)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            q, k = rotary(q, cos, sin), rotary(k, cos, sin)
             kv.write(li, batch.slots, k, v)
             o = attend(q, kv, li, plan, attn.scaling, self.attn_dtype)  # [N, H, D]
             h = h + lin["o"](o.reshape(n, -1))
-            x = layer.post_attention_layernorm(h)
+            x = _norm(layer.post_attention_layernorm, h)
             h = h + lin["down"](self.act(lin["gate"](x)) * lin["up"](x))  # the Llama/Qwen MLP
-        h = inner.norm(h.index_select(0, batch.logits_index))
+        h = _norm(inner.norm, h.index_select(0, batch.logits_index))
         return self.linears[-1]["head"](h).float()
+
+
+def _norm(module, x: torch.Tensor) -> torch.Tensor:
+    """An HF RMSNorm module (Llama/Qwen families) through the fused kernel."""
+    return rms_norm(x, module.weight, module.variance_epsilon)

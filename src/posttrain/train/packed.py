@@ -34,6 +34,7 @@ from posttrain.train.exact_linear import exact_linear
 from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
+from posttrain.engine.layers import rms_norm, rotary, signed_sines
 
 
 def supports(model) -> bool:
@@ -142,15 +143,6 @@ def layout(episodes: list[Episode]) -> Layout:
         slot_out=slot_out, targets=targets, valid=valid, tail_pos=p_len[:, None] + torch.arange(lt)[None, :])
 
 
-def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    return F.rms_norm(x, weight.shape, weight, eps)
-
-
-def _rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """HF's x * cos + rotate_half(x) * sin, with rotate_half's sign folded into the sines."""
-    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
-
-
 def _per_sequence(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """Packed [R, h, D] -> [S, h, L, D] by a row index [S, L]."""
     return x[rows].transpose(1, 2)
@@ -177,15 +169,15 @@ def _qkv(layer, h, cos, sin, arch: Arch):
     attn = layer.self_attn
     w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    qk, v = arch.linear(_rms(h, layer.input_layernorm.weight, arch.eps), w, b).split(
+    qk, v = arch.linear(rms_norm(h, layer.input_layernorm.weight, arch.eps), w, b).split(
         [(heads + kv_heads) * d, kv_heads * d], dim=-1)
-    q, k = _rope(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
+    q, k = rotary(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
 
 
 def _mlp(layer, h: torch.Tensor, arch: Arch) -> torch.Tensor:
     mlp = layer.mlp
-    gate, up = arch.linear(_rms(h, layer.post_attention_layernorm.weight, arch.eps),
+    gate, up = arch.linear(rms_norm(h, layer.post_attention_layernorm.weight, arch.eps),
                            torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
     return h + arch.linear(F.silu(gate) * up, mlp.down_proj.weight)
 
@@ -207,7 +199,7 @@ def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
 
 
 def _logits(model, h: torch.Tensor, arch: Arch) -> torch.Tensor:
-    return arch.linear(_rms(h, model.model.norm.weight, arch.eps), model.lm_head.weight)
+    return arch.linear(rms_norm(h, model.model.norm.weight, arch.eps), model.lm_head.weight)
 
 
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
@@ -229,8 +221,7 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
                 cfg.rms_norm_eps, exact)
     h = F.embedding(lay.ids, inner.embed_tokens.weight)
     cos, sin = inner.rotary_emb(h[None], lay.positions[None])
-    half = sin.shape[-1] // 2
-    cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]  # [R, 1, D]
+    cos, sin = cos[0, :, None], signed_sines(sin[0])[:, None]  # [R, 1, D]
     *layers, last = inner.layers
     for layer in layers:
         h = _layer(layer, h, cos, sin, lay, arch)
