@@ -28,14 +28,15 @@ def matmul_bound_s(engine: LocalEngine, batch: int, repeat: int = 3) -> float:
     """Seconds per decode step spent in the step's linears alone (best of `repeat`)."""
     runner = engine.runner
     calls = [lin for layer in runner.linears for lin in layer.values()]
-    inputs = {lin.weight.shape[1]: torch.randn(batch, lin.weight.shape[1]).to(runner.dtype) for lin in calls}
+    width = {lin: lin.sources[0].in_features for lin in calls}
+    inputs = {w: torch.randn(batch, w).to(runner.dtype) for w in width.values()}
     best = float("inf")
     for _ in range(repeat):
         for lin in calls:  # warm: packs weights, builds kernels
-            lin(inputs[lin.weight.shape[1]])
+            lin(inputs[width[lin]])
         t0 = time.perf_counter()
         for lin in calls:
-            lin(inputs[lin.weight.shape[1]])
+            lin(inputs[width[lin]])
         best = min(best, time.perf_counter() - t0)
     return best
 

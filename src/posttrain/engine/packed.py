@@ -10,7 +10,9 @@ many rows (2.2x slower than plain sgemm on a 49k-vocab head at 96 rows), so at o
 calls of UNPACKED_ROWS or more rows take plain `F.linear`, which gives the same bits there (at
 more threads plain sgemm splits its sums differently, so the packed kernel stays). A packed copy
 follows its source parameter: it is rebuilt when the parameter was modified in place (its version
-counter moved).
+counter moved). Several linears reading the same input (q/k/v, gate/up) run as one fused call on
+their concatenated weights: fewer, larger GEMMs at a decode step's few rows, with the same bits
+per output column as each linear alone (both kernels; checked on SmolLM2's shapes).
 """
 
 from __future__ import annotations
@@ -32,23 +34,37 @@ def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
 
 
 class PackedLinear:
-    """y = x W^T + b with W packed once; `linear` is the nn.Linear it mirrors (shared weights)."""
+    """y = x W^T + b over one nn.Linear, or several side by side (outputs concatenated in order),
+    with W packed once for the CPU kernels (pack=False: plain F.linear on the same weights)."""
 
-    def __init__(self, linear: torch.nn.Linear):
-        self.weight, self.bias = linear.weight, linear.bias
+    def __init__(self, *linears: torch.nn.Linear, pack: bool = True):
+        self.sources = linears
+        self.pack = pack
         self.key = None
+        self.weight = linears[0].weight if len(linears) == 1 else None  # the concatenation, when fused
+        self.bias = linears[0].bias if len(linears) == 1 else None
         self.packed = None
         self.pad_single = False  # run 1-row calls as 2 rows: MKL takes another path for a few shapes
 
     def _key(self) -> tuple:
-        w = self.weight  # an inference tensor has no version counter: update_weights invalidates
-        return (w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
+        # an inference tensor has no version counter: update_weights invalidates
+        return tuple((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
+                     for w in (lin.weight for lin in self.sources))
 
     def invalidate(self) -> None:
         self.key = None
 
-    def _stale(self) -> bool:
-        return self.key != self._key()
+    def _refresh(self) -> None:
+        if len(self.sources) > 1:
+            with torch.no_grad():
+                self.weight = torch.cat([lin.weight.detach() for lin in self.sources])
+                biases = [lin.bias for lin in self.sources]
+                self.bias = None if all(b is None for b in biases) else torch.cat(
+                    [b.detach() if b is not None else lin.weight.new_zeros(lin.out_features)
+                     for b, lin in zip(biases, self.sources)])
+        if self.pack:
+            self._pack()
+        self.key = self._key()
 
     def _pack(self) -> None:
         w = self.weight.detach()
@@ -56,7 +72,6 @@ class PackedLinear:
             self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
-        self.key = self._key()
         self.pad_single = False
         if w.dtype == torch.float32:  # probe once: does one row get the bits it gets among others?
             probe = torch.randn(2, w.shape[1], generator=torch.Generator().manual_seed(0)).to(w.device)
@@ -69,34 +84,24 @@ class PackedLinear:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight.dtype == torch.float32 and x.shape[0] >= UNPACKED_ROWS and torch.get_num_threads() == 1:
+        if self.key != self._key():
+            self._refresh()
+        plain = not self.pack or (self.weight.dtype == torch.float32 and x.shape[0] >= UNPACKED_ROWS
+                                  and torch.get_num_threads() == 1)
+        if plain:
             return F.linear(x, self.weight.detach(), None if self.bias is None else self.bias.detach())
-        if self._stale():
-            self._pack()
         if self.pad_single and x.shape[0] == 1:
             return self._call(x.expand(2, -1).contiguous())[:1]
         return self._call(x)
 
 
-class PlainLinear:
-    """The fallback with the same call shape: F.linear on the module's own weight."""
-
-    def __init__(self, linear: torch.nn.Linear):
-        self.weight, self.bias = linear.weight, linear.bias
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-    def invalidate(self) -> None:
-        pass
-
-
 def linears_of(model, packed: bool) -> list[dict]:
-    """Per layer {q, k, v, o, gate, up, down} callables, and the lm_head as layer -1's 'head'."""
-    make = PackedLinear if packed else PlainLinear
+    """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused), and the lm_head as
+    layer -1's 'head'."""
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
-        out.append({"q": make(a.q_proj), "k": make(a.k_proj), "v": make(a.v_proj), "o": make(a.o_proj),
-                    "gate": make(m.gate_proj), "up": make(m.up_proj), "down": make(m.down_proj)})
-    return out + [{"head": make(model.lm_head)}]
+        out.append({"qkv": PackedLinear(a.q_proj, a.k_proj, a.v_proj, pack=packed), "o": PackedLinear(a.o_proj, pack=packed),
+                    "gate_up": PackedLinear(m.gate_proj, m.up_proj, pack=packed),
+                    "down": PackedLinear(m.down_proj, pack=packed)})
+    return out + [{"head": PackedLinear(model.lm_head, pack=packed)}]

@@ -76,9 +76,8 @@ class ModelRunner:
         for li, (layer, lin) in enumerate(zip(inner.layers, self.linears)):
             attn = layer.self_attn
             x = _norm(layer.input_layernorm, h)
-            q = lin["q"](x).view(n, self.num_heads, self.head_dim)
-            k = lin["k"](x).view(n, self.num_kv_heads, self.head_dim)
-            v = lin["v"](x).view(n, self.num_kv_heads, self.head_dim)
+            q, k, v = lin["qkv"](x).view(n, -1, self.head_dim).split(
+                [self.num_heads, self.num_kv_heads, self.num_kv_heads], dim=1)
             if hasattr(attn, "q_norm"):  # Qwen3
                 q, k = attn.q_norm(q), attn.k_norm(k)
             q, k = rotary(q, cos, sin), rotary(k, cos, sin)
@@ -86,7 +85,8 @@ class ModelRunner:
             o = attend(q, kv, li, plan, attn.scaling, self.attn_dtype)  # [N, H, D]
             h = h + lin["o"](o.reshape(n, -1))
             x = _norm(layer.post_attention_layernorm, h)
-            h = h + lin["down"](self.act(lin["gate"](x)) * lin["up"](x))  # the Llama/Qwen MLP
+            gate, up = lin["gate_up"](x).chunk(2, dim=-1)
+            h = h + lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
         h = _norm(inner.norm, h.index_select(0, batch.logits_index))
         return self.linears[-1]["head"](h).float()
 
