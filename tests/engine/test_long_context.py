@@ -44,7 +44,7 @@ def test_32k_prompt_chunked_prefill_stays_within_planned_memory(tokenizer):
     max_tokens, spec = 4, EngineConfig().spec_tokens
     plan = plan_kv(model.config.to_dict(), PROMPT_LEN + max_tokens + spec, batch=1)
     engine = LocalEngine(model, config=EngineConfig(num_blocks=plan["blocks"], max_num_batched_tokens=2048))
-    kv_bytes = engine.kv.k.numel() * 4 + engine.kv.v.numel() * 4
+    kv_bytes = engine.kv.kv.numel() * 4
     assert kv_bytes == plan["total_bytes"] + plan["bytes_per_token"] * engine.config.block_size  # + null block
     prompt = torch.randint(20, len(tokenizer), (PROMPT_LEN,), generator=torch.Generator().manual_seed(0)).tolist()
     before = rss_bytes()

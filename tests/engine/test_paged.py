@@ -155,8 +155,7 @@ def test_unwritten_kv_slots_holding_nan_do_not_leak_into_outputs(model):
     want = LocalEngine(model).generate(prompts, params)
     dirty = LocalEngine(model)
     real = dirty.kv.null_block * dirty.kv.block_size  # slots of the real blocks
-    dirty.kv.k[:, :real].fill_(float("nan"))
-    dirty.kv.v[:, :real].fill_(float("nan"))
+    dirty.kv.kv[:, :real].fill_(float("nan"))
     got = dirty.generate(prompts, params)
     assert [c.token_ids for c in got] == [c.token_ids for c in want]
     assert [c.logprobs for c in got] == [c.logprobs for c in want]

@@ -49,22 +49,32 @@ def _take_blocks(blocks: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
 
 
 class KVCache:
+    """K and V side by side in one tensor [layers, slots, 2, KVH, D] (index 0 of the third axis is
+    K): a step writes both with one copy and attention gathers both with one, as strided views."""
+
     def __init__(self, num_layers, num_blocks, block_size, num_kv_heads, head_dim, kv_dtype, compute_dtype, device):
         self.block_size = block_size
         self.quantized = kv_dtype == "int8"
         self.compute_dtype = compute_dtype
         store = torch.int8 if self.quantized else getattr(torch, kv_dtype)
         self.null_block = num_blocks
-        shape = (num_layers, (num_blocks + 1) * block_size, num_kv_heads, head_dim)
+        shape = (num_layers, (num_blocks + 1) * block_size, 2, num_kv_heads, head_dim)
         alloc = torch.empty if _nbytes(shape, store) > EAGER_ZERO_BYTES else torch.zeros
-        self.k = alloc(shape, dtype=store, device=device)
-        self.v = alloc(shape, dtype=store, device=device)
+        self.kv = alloc(shape, dtype=store, device=device)
         if self.quantized:
             self.groups = _groups(head_dim)
-            self.k_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
-            self.v_scale = alloc((*shape[:3], self.groups), dtype=torch.float32, device=device)
+            self.scale = alloc((*shape[:4], self.groups), dtype=torch.float32, device=device)
         for t in self._tensors():
             t[:, num_blocks * block_size :] = 0
+
+    @property
+    def k(self) -> torch.Tensor:
+        """[layers, slots, KVH, D] view of the keys."""
+        return self.kv[:, :, 0]
+
+    @property
+    def v(self) -> torch.Tensor:
+        return self.kv[:, :, 1]
 
     def clear_fresh_blocks(self, slots: torch.Tensor) -> None:
         """Zero, in every layer, each block whose first slot `slots` is about to write: a block is
@@ -77,37 +87,31 @@ class KVCache:
                 t.view(t.shape[0], -1, self.block_size, *t.shape[2:])[:, blocks] = 0
 
     def _tensors(self) -> list[torch.Tensor]:
-        return [self.k, self.v] + ([self.k_scale, self.v_scale] if self.quantized else [])
+        return [self.kv] + ([self.scale] if self.quantized else [])
 
-    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """slots: [N]; k, v: [N, KVH, D]."""
+    def write(self, layer: int, slots: torch.Tensor, kv: torch.Tensor) -> None:
+        """slots: [N]; kv: [N, 2, KVH, D], K then V of each token."""
         if self.quantized:
-            self._write_int8(self.k, self.k_scale, layer, slots, k)
-            self._write_int8(self.v, self.v_scale, layer, slots, v)
+            g = kv.unflatten(-1, (self.groups, -1))  # [N, 2, KVH, G, D/G]
+            scale = g.abs().amax(dim=-1).clamp(min=1e-8) / 127.0  # [N, 2, KVH, G]
+            q = torch.round(g / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8).flatten(-2)
+            self.kv[layer].index_copy_(0, slots, q)
+            self.scale[layer].index_copy_(0, slots, scale.float())
         else:
-            self.k[layer].index_copy_(0, slots, k.to(self.k.dtype))
-            self.v[layer].index_copy_(0, slots, v.to(self.v.dtype))
-
-    def _write_int8(self, store, scales, layer, slots, x):
-        g = x.unflatten(-1, (self.groups, -1))  # [N, KVH, G, D/G]
-        scale = g.abs().amax(dim=-1).clamp(min=1e-8) / 127.0  # [N, KVH, G]
-        q = torch.round(g / scale.unsqueeze(-1)).clamp(-127, 127).to(torch.int8).flatten(-2)
-        store[layer].index_copy_(0, slots, q)
-        scales[layer].index_copy_(0, slots, scale.float())
+            self.kv[layer].index_copy_(0, slots, kv.to(self.kv.dtype))
 
     def read(self, layer: int, tables: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """tables: [B, NB] block ids -> k, v: [B, NB * block_size, KVH, D] in `dtype` (default: the compute dtype)."""
+        """tables: [B, NB] block ids -> k, v: [B, NB * block_size, KVH, D] in `dtype` (default: the
+        compute dtype): views into one gathered copy when no cast is needed."""
         want = dtype or self.compute_dtype
-        return self._gather(self.k, layer, tables, "k", want), self._gather(self.v, layer, tables, "v", want)
-
-    def _gather(self, store: torch.Tensor, layer: int, tables: torch.Tensor, name: str, want: torch.dtype) -> torch.Tensor:
         bs = self.block_size
-        x = _take_blocks(store[layer].view(-1, bs, *store.shape[2:]), tables).flatten(1, 2)  # [B, NB*bs, KVH, D]
+        x = _take_blocks(self.kv[layer].view(-1, bs, *self.kv.shape[2:]), tables).flatten(1, 2)  # [B, L, 2, KVH, D]
         if self.quantized:
-            scales = _take_blocks(getattr(self, f"{name}_scale")[layer].view(-1, bs, store.shape[2], self.groups), tables)
-            x = x.to(self.compute_dtype).unflatten(-1, (self.groups, -1))  # [B, L, KVH, G, D/G]
-            x = (x * scales.flatten(1, 2).unsqueeze(-1).to(self.compute_dtype)).flatten(-2)
-        return x if x.dtype == want else x.to(want)
+            scales = _take_blocks(self.scale[layer].view(-1, bs, *self.scale.shape[2:]), tables).flatten(1, 2)
+            x = x.to(self.compute_dtype).unflatten(-1, (self.groups, -1))  # [B, L, 2, KVH, G, D/G]
+            x = (x * scales.unsqueeze(-1).to(self.compute_dtype)).flatten(-2)
+        x = x if x.dtype == want else x.to(want)
+        return x[:, :, 0], x[:, :, 1]
 
     def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
         """Copy-on-write: duplicate whole blocks src -> dst in every layer."""

@@ -15,6 +15,7 @@ result does not depend on the order the paged layout sums in either.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -55,6 +56,8 @@ class ModelRunner:
         self.linears = linears_of(model, packed)  # share the model's weights (packed: a copy that follows them)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
         self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (engine/exact_attention.py)
+        self.specs = layer_specs(model, self.linears)
+        self.final_norm = _norm_args(model.model.norm)
 
     def weights_changed(self) -> None:
         """Repack before the next forward (in-place updates are also caught by version)."""
@@ -65,32 +68,50 @@ class ModelRunner:
     def forward(self, batch: Batch, kv: KVCache) -> torch.Tensor:
         """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
         inner = self.model.model
-        n = batch.input_ids.shape[0]
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
-        cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [N, 1, D]
-        sin = signed_sines(sin)
+        cos, sin = cos[0].unsqueeze(1), signed_sines(sin[0].unsqueeze(1))  # [N, 1, D]
         plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
         kv.clear_fresh_blocks(batch.slots)
         h = h[0]
-        for li, (layer, lin) in enumerate(zip(inner.layers, self.linears)):
-            attn = layer.self_attn
-            x = _norm(layer.input_layernorm, h)
-            q, k, v = lin["qkv"](x).view(n, -1, self.head_dim).split(
-                [self.num_heads, self.num_kv_heads, self.num_kv_heads], dim=1)
-            if hasattr(attn, "q_norm"):  # Qwen3
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = rotary(q, cos, sin), rotary(k, cos, sin)
-            kv.write(li, batch.slots, k, v)
-            o = attend(q, kv, li, plan, attn.scaling, self.attn_dtype)  # [N, H, D]
-            h = h + lin["o"](o.reshape(n, -1))
-            x = _norm(layer.post_attention_layernorm, h)
-            gate, up = lin["gate_up"](x).chunk(2, dim=-1)
-            h = h + lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
-        h = _norm(inner.norm, h.index_select(0, batch.logits_index))
+        for li, spec in enumerate(self.specs):
+            h = self._layer(li, spec, h, cos, sin, plan, batch.slots, kv)
+        h = rms_norm(h.index_select(0, batch.logits_index), *self.final_norm)
         return self.linears[-1]["head"](h).float()
 
+    def _layer(self, li: int, spec: "LayerSpec", h, cos, sin, plan, slots, kv: KVCache) -> torch.Tensor:
+        n, heads, kv_heads = h.shape[0], self.num_heads, self.num_kv_heads
+        qkv = spec.lin["qkv"](rms_norm(h, *spec.norm1)).view(n, -1, self.head_dim)
+        qk = qkv[:, : heads + kv_heads]
+        normed = qk if spec.qk_norm is None else torch.cat(  # Qwen3: per-head norms of q and of k first
+            [spec.qk_norm[0](qk[:, :heads]), spec.qk_norm[1](qk[:, heads:])], dim=1)
+        qk.copy_(rotary(normed, cos, sin))  # roped in place: K and V then sit side by side in qkv
+        q = qkv[:, :heads]
+        kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
+        o = attend(q, kv, li, plan, spec.scaling, self.attn_dtype)  # [N, H, D]
+        h = h + spec.lin["o"](o.reshape(n, -1))
+        gate, up = spec.lin["gate_up"](rms_norm(h, *spec.norm2)).chunk(2, dim=-1)
+        return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
 
-def _norm(module, x: torch.Tensor) -> torch.Tensor:
-    """An HF RMSNorm module (Llama/Qwen families) through the fused kernel."""
-    return rms_norm(x, module.weight, module.variance_epsilon)
+
+class LayerSpec(NamedTuple):
+    """What one decoder layer's forward reads, looked up once (nn.Module attribute access is slow)."""
+
+    norm1: tuple  # (weight, eps) of input_layernorm
+    norm2: tuple  # of post_attention_layernorm
+    scaling: float
+    qk_norm: tuple | None  # Qwen3's (q_norm, k_norm) modules
+    lin: dict
+
+
+def _norm_args(module) -> tuple:
+    """An HF RMSNorm module's (weight, eps), for the fused kernel (Llama/Qwen families)."""
+    return module.weight, module.variance_epsilon
+
+
+def layer_specs(model, linears: list[dict]) -> list[LayerSpec]:
+    return [LayerSpec(_norm_args(layer.input_layernorm), _norm_args(layer.post_attention_layernorm),
+                      layer.self_attn.scaling,
+                      (layer.self_attn.q_norm, layer.self_attn.k_norm) if hasattr(layer.self_attn, "q_norm") else None,
+                      lin)
+            for layer, lin in zip(model.model.layers, linears)]
