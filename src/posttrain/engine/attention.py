@@ -91,10 +91,11 @@ def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict
     buckets: dict[tuple[int, int], list] = {}  # equal (members, shared blocks) batch together
     for rows, blocks in groups:
         buckets.setdefault((len(rows), len(blocks)), []).append((rows, blocks))
-    prefix = [
-        (torch.tensor([r for r, _ in b], device=device), torch.tensor([bl for _, bl in b], device=device))
-        for b in buckets.values()
-    ]
+    prefix = []
+    for b in buckets.values():
+        rows = [r for r, _ in b]
+        whole = [r for group in rows for r in group] == list(range(len(seqs)))  # every row, in order
+        prefix.append((torch.tensor(rows, device=device), torch.tensor([bl for _, bl in b], device=device), whole))
     tok = torch.tensor([starts[s] for s in seqs], device=device)
     every = starts[-1] == len(seqs)  # the step is decodes only: row r is token r
     return dict(tables=tab.to(device), mask=mask.to(device), tok=tok, prefix=prefix, all=every)
@@ -165,12 +166,17 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
     kvh = k.shape[2]
     o, lse = _flash(qd.view(b, kvh, h // kvh, d), k.transpose(1, 2), v.transpose(1, 2), scale, _decode_bias(g, q.dtype))
     o, lse = o.reshape(b, h, d), lse.reshape(b, h)  # each sequence's own blocks
-    for rows, blocks in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
+    for rows, blocks, whole in g["prefix"]:  # rows [NG, G], blocks [NG, NP]: shared prefixes, read once
+        pick = (lambda x: x.view(*rows.shape, *x.shape[1:])) if whole else (lambda x: x[rows])  # noqa: E731
         kp, vp = kv.read(layer, blocks, q.dtype)  # [NG, Lp, KVH, D], every slot written
-        op, lp = _attend_shared(qd[rows], kp.transpose(1, 2), vp.transpose(1, 2), scale)
+        op, lp = _attend_shared(pick(qd), kp.transpose(1, 2), vp.transpose(1, 2), scale)
         # the prefix's share of the merged softmax mass: e^lp / (e^lp + e^lse) = sigmoid(lp - lse)
-        share = torch.sigmoid(lp - lse[rows]).unsqueeze(-1)  # float32 lse for a bf16 q: merged in float32
-        o[rows] = torch.lerp(o[rows].to(share.dtype), op.to(share.dtype), share).to(o.dtype)
+        share = torch.sigmoid(lp - pick(lse)).unsqueeze(-1)  # float32 lse for a bf16 q: merged in float32
+        merged = torch.lerp(pick(o).to(share.dtype), op.to(share.dtype), share).to(o.dtype)
+        if whole:  # one bucket holds every row: no scatter back
+            o = merged.view(b, h, d)
+        else:
+            o[rows] = merged
     if g["all"]:
         out.copy_(o)
     else:
