@@ -1,4 +1,4 @@
-"""Sampling as pure functions: logits -> processed log-distribution -> token, logprob.
+"""Sampling: logits -> processed distribution (temperature, top-k, top-p) -> token, logprob.
 
 The processed distribution is softmax(logits / T) restricted to the top-k and the top-p
 nucleus and renormalised; the logprob we return is of the token under exactly that
@@ -68,11 +68,6 @@ class Processed:
         scaled, greedy = pick(self.scaled), pick(self.greedy)
         ids = _draw(pick(self.weights), scaled, greedy, generators)
         return ids, scaled.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - pick(self.lse).squeeze(-1)
-
-
-def logsumexp_rows(x: torch.Tensor) -> torch.Tensor:
-    """torch.logsumexp(x, -1, keepdim=True) with its bits."""
-    return _exp_and_logsumexp(x)[1]
 
 
 def _exp_and_logsumexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
