@@ -12,20 +12,6 @@ import pytest
 from posttrain.engine.gguf_import import save_atomically
 
 
-@pytest.fixture
-def state():
-    """A state dir of our own, where the sandbox's unprivileged uid can reach (not under pytest's
-    0700 tmp_path)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    d = Path(tempfile.mkdtemp(prefix="posttrain-signals-"))
-    d.chmod(0o755)
-    yield d / "state"
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _start(state, *args):
     env = {**os.environ, "POSTTRAIN_SANDBOX_DIR": str(state)}
     return subprocess.Popen([sys.executable, "-m", "posttrain.cli", *args], env=env,

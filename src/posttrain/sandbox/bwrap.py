@@ -158,7 +158,10 @@ class BwrapSandbox(Sandbox):
         if self._closed:                # closed while we waited for the lock
             raise SandboxError(f"sandbox {self.id} is closed")
         start = time.monotonic()
-        runner = self._runner if self._runner and self._runner.alive else self._start_runner()
+        if not (self._runner and self._runner.alive):
+            self._kill_runner()         # its bwrap died: its namespace init may not have
+            self._start_runner()
+        runner = self._runner
         self._stage(mounts)
         before = self.cgroup.counters() if self.cgroup else None
         fds, dummies = runner.begin(script)
@@ -235,6 +238,7 @@ class BwrapSandbox(Sandbox):
         finally:
             with self._state:
                 self._oneshots.discard(ns)
+            ns.kill()           # what bwrap's init still runs (it may outlive bwrap)
             ns.close()
 
     def _copy_mounts(self, mounts: dict[str, Path]) -> dict[str, Path]:

@@ -83,6 +83,7 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
         from posttrain.sandbox.docker_cleanup import remove_compose_project
 
         remove_compose_project(record["compose_project"])
+    report.processes_killed += _kill_bwraps_of(root)
     for path in record.get("cgroups", []):
         report.processes_killed += _remove_cgroup(Path(path))
         report.cgroups_removed += 1
@@ -90,6 +91,23 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
     if root.exists():
         shutil.rmtree(root, ignore_errors=True)
     report.sandboxes.append(root.name)
+
+
+def _kill_bwraps_of(root: Path) -> int:
+    """SIGKILL every bwrap of this sandbox, found by the bind of its app/ in their argv: a
+    namespace init whose bwrap died while it set up waits forever, outside the cgroups
+    and the record (its owner was killed before it could move or record it)."""
+    bind = b"\0--bind\0" + os.fsencode(str(root / "app")) + b"\0"
+    killed = 0
+    for pid in (int(e) for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if bind in f.read():
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+        except OSError:                 # gone meanwhile (ProcessLookupError is one)
+            continue
+    return killed
 
 
 def _remove_cgroup(path: Path) -> int:
