@@ -99,7 +99,7 @@ class Namespace:
                 fd = os.pidfd_open(self.child_pid)
             except OSError:                 # gone already, or a kernel without pidfds
                 return
-            ours = _argv_of(self.child_pid) in _argv_suffixes(self.proc.args)
+            ours = _is_tail(_argv_of(self.child_pid), self.proc.args)
             if ours and _signal(fd, lambda f: signal.pidfd_send_signal(f, 0)):
                 self._init_fd = fd          # alive after the check: the pid was its own
             else:
@@ -158,9 +158,13 @@ def _argv_of(pid: int) -> bytes | None:
         return None
 
 
-def _argv_suffixes(args: list[str]) -> list[bytes]:
-    """/proc cmdline forms of every tail of args (bwrap's argv follows setpriv's options)."""
-    return [b"".join(os.fsencode(a) + b"\0" for a in args[i:]) for i in range(len(args))]
+def _is_tail(cmdline: bytes | None, args: list[str]) -> bool:
+    """Whether /proc's NUL-separated cmdline is the whole of args or a tail of it (bwrap's
+    argv follows setpriv's options)."""
+    full = b"".join(os.fsencode(a) + b"\0" for a in args)
+    if not cmdline or not full.endswith(cmdline):
+        return False
+    return len(cmdline) == len(full) or full[-len(cmdline) - 1] == 0
 
 
 def _signal(target: int, send) -> bool:
