@@ -43,11 +43,11 @@ def _thread(fn) -> threading.Thread:
 def _exec_unless_closed(sb, command: str) -> None:
     try:
         sb.exec(command, timeout_s=GENEROUS_S)
-    except (SandboxError, FileNotFoundError):   # closed before the command began
+    except SandboxError:                # closed before the command began
         pass
 
 
-def _end_every_way(sb_of, warm: bool):
+def _end_every_way(sb_of, warm: bool, host_pids, wait_until):
     daemons = f"setsid sleep {MARKER} & (sleep {MARKER} &); true"
     with sb_of() as sb:                                     # closed with daemons running
         sb.exec(daemons)
@@ -56,10 +56,13 @@ def _end_every_way(sb_of, warm: bool):
     with sb_of() as sb:                                     # stopped, then closed
         sb.exec(daemons)
         sb.stop_processes()
-    sb = sb_of()                                            # closed mid-command, from a thread
-    t = _thread(lambda: _exec_unless_closed(sb, f"sleep {MARKER}"))
-    sb.close()
-    t.join()
+    for wait in (False, True):              # closed from a thread as it starts, or mid-command
+        sb = sb_of()
+        t = _thread(lambda: _exec_unless_closed(sb, f"sleep {MARKER}"))
+        if wait:
+            wait_until(lambda: host_pids(MARKER), "the command runs")
+        sb.close()
+        t.join()
     with sb_of() as sb:      # runner started by a thread that ends (--die-with-parent kills it)
         sb.stop_processes()
         _thread(lambda: sb.exec(daemons)).join()
@@ -76,9 +79,28 @@ def _end_every_way(sb_of, warm: bool):
 
 def test_no_process_outlives_its_sandbox(state, host_pids, wait_until, monkeypatch):
     monkeypatch.setenv("POSTTRAIN_SANDBOX_DIR", str(state))
-    _end_every_way(lambda: open_sandbox("bwrap"), warm=True)
-    _end_every_way(lambda: open_sandbox("bwrap", SandboxSpec(warm=False)), warm=False)
+    _end_every_way(lambda: open_sandbox("bwrap"), True, host_pids, wait_until)
+    _end_every_way(lambda: open_sandbox("bwrap", SandboxSpec(warm=False)), False, host_pids,
+                   wait_until)
     wait_until(lambda: _ours(state, host_pids) == [], "every process of ours gone")
+
+
+def test_close_while_the_runner_starts_leaves_nothing(state, host_pids, wait_until,
+                                                      monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_SANDBOX_DIR", str(state))
+    sb = open_sandbox("bwrap")
+    sb.stop_processes()                         # the next exec starts a runner
+    real_spawn = sb._spawn
+
+    def spawn_then_close(*args, **kw):
+        ns = real_spawn(*args, **kw)
+        _thread(sb.close).join()                # lands before the runner is recorded
+        return ns
+
+    sb._spawn = spawn_then_close
+    with pytest.raises(SandboxError, match="closed"):
+        sb.exec("true")
+    wait_until(lambda: _ours(state, host_pids) == [], "the late runner killed")
 
 
 def _mounted(pid: int, path: str) -> bool:

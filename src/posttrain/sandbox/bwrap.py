@@ -110,7 +110,14 @@ class BwrapSandbox(Sandbox):
         ns = self._spawn(["/bin/bash", "-c", RUNNER_SCRIPT], None, self.spec.mount_points,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
-        self._runner = Runner(ns, self.root / "ctl", self.uid)
+        with self._state:               # close() kills the runner it sees, or we do
+            closed = self._closed
+            if not closed:
+                self._runner = Runner(ns, self.root / "ctl", self.uid)
+        if closed:
+            ns.kill()
+            ns.close()
+            raise SandboxError(f"sandbox {self.id} is closed")
         self._record(runner_pid=ns.proc.pid, runner_start=hostdir.process_start(ns.proc.pid))
         return self._runner
 
@@ -150,6 +157,10 @@ class BwrapSandbox(Sandbox):
             files.append(self.root / "ctl" / name)
             files[-1].write_text(script)
             return self._exec_oneshot(f"/run/ctl/{name}", timeout_s, mounts)
+        except OSError as e:
+            if self._closed:            # close() from another thread removed its files
+                raise SandboxError(f"sandbox {self.id} is closed") from e
+            raise
         finally:
             for path in files:
                 path.unlink(missing_ok=True)
@@ -224,7 +235,10 @@ class BwrapSandbox(Sandbox):
                      before: dict | None) -> ExecResult:
         with self._state:
             self._oneshots.add(ns)
+            closed = self._closed
         try:
+            if closed:                  # close() ran while it started, and did not see it
+                ns.kill()
             got = capture({"stdout": ns.proc.stdout.fileno(), "stderr": ns.proc.stderr.fileno()},
                           deadline=start + timeout_s, limit=self.spec.output_limit,
                           hard_limit=self.limits.hard_output, kill=ns.kill,
