@@ -20,9 +20,13 @@ def state():
     import tempfile
     from pathlib import Path
 
+    from posttrain.sandbox import hostdir
+
     d = Path(tempfile.mkdtemp(prefix="posttrain-state-"))
     d.chmod(0o755)
     yield d / "state"
+    for root in (d / "state").glob("*"):     # an owner killed mid-creation leaves its tmpfs
+        hostdir.remove_root(root, tmpfs=False)
     shutil.rmtree(d, ignore_errors=True)
 
 
