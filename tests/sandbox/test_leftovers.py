@@ -16,6 +16,7 @@ import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, launch, open_sandbox
+from posttrain.sandbox import capture as capture_module
 from posttrain.sandbox.reaper import reap
 
 MARKER = "4713.0917"
@@ -101,6 +102,29 @@ def test_close_while_the_runner_starts_leaves_nothing(state, host_pids, wait_unt
     with pytest.raises(SandboxError, match="closed"):
         sb.exec("true")
     wait_until(lambda: _ours(state, host_pids) == [], "the late runner killed")
+
+
+def test_close_from_another_thread_leaves_the_exec_its_pipes(host_pids, wait_until,
+                                                             monkeypatch):
+    """close() kills the runner an exec reads from; the exec, not close(), closes its pipes
+    (closed under it, its next read failed with EBADF, or read another file's fd)."""
+    sb = open_sandbox("bwrap")
+    closing, closed, results = threading.Event(), threading.Event(), []
+    real_read = capture_module._read_one
+
+    def read_after_close(sel, key, out, limit):
+        if callable(key.data) and closing.is_set():     # the runner's status pipe, at EOF
+            closed.wait(timeout=GENEROUS_S)
+        real_read(sel, key, out, limit)
+
+    monkeypatch.setattr(capture_module, "_read_one", read_after_close)
+    t = _thread(lambda: results.append(sb.exec(f"sleep {MARKER}", timeout_s=GENEROUS_S)))
+    wait_until(lambda: host_pids(MARKER), "the command runs")
+    closing.set()
+    sb.close()
+    closed.set()
+    t.join()
+    assert [r.exit_code for r in results] == [137]
 
 
 def _mounted(pid: int, path: str) -> bool:

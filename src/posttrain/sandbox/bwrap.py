@@ -52,10 +52,6 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def sandbox_path(root: Path, path: str) -> Path:
-    return hostdir.sandbox_path(root, path)
-
-
 class BwrapSandbox(Sandbox):
     """One bubblewrap sandbox; execs are serialised on the warm runner, one-offs run in parallel."""
 
@@ -71,7 +67,7 @@ class BwrapSandbox(Sandbox):
         self.uid = hostdir.sandbox_host_uid()
         self.root, self._tmpfs = hostdir.create_root(self.id, self.limits.disk_mb, self.uid)
         self.cgroup: Cgroup | None = None
-        self._closed, self._runner = False, None
+        self._closed, self._runner, self._busy = False, None, None   # _busy: its exec reads it
         self._lock, self._state = threading.Lock(), threading.Lock()
         self._oneshots: set[Namespace] = set()
         self._sink, self._staged_used = Sink(), set()
@@ -177,10 +173,12 @@ class BwrapSandbox(Sandbox):
         before = self.cgroup.counters() if self.cgroup else None
         fds, dummies = runner.begin(script)
         on_done = _once(lambda: [os.close(fd) for fd in dummies])
+        self._busy = runner
         got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
                       hard_limit=self.limits.hard_output, kill=self._kill_runner,
                       done=runner.finished, on_done=on_done,
                       control={runner.ns.proc.stdout.fileno(): runner.on_status})
+        self._busy = None
         on_done()
         self._release_fds(fds, got)
         if not self._closed:            # close() from another thread removes the files
@@ -188,6 +186,8 @@ class BwrapSandbox(Sandbox):
             self._stage({})
         if runner.dead and self._runner is runner:
             self._kill_runner()     # it died by itself (OOM, or killed from inside)
+        if self._runner is not runner:
+            runner.ns.close()       # killed while we read its pipes: now nobody does
         code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
         result = self._result(got, code, start, before)
         if result.killed_by in ("memory", "pids") and self._runner is runner:
@@ -216,7 +216,8 @@ class BwrapSandbox(Sandbox):
         if runner is not None:
             runner.dead = True
             runner.ns.kill()
-            runner.ns.close()
+            if runner is not self._busy:    # else its exec, still reading, closes it
+                runner.ns.close()
 
     def _exec_oneshot(self, script_path: str, timeout_s: float,
                       mounts: dict[str, Path]) -> ExecResult:

@@ -120,7 +120,8 @@ class Namespace:
     def kill(self) -> None:
         """SIGKILL the namespace's init (the kernel kills every process in it) and bwrap's
         own group (an init still setting up is in it), and wait until both are gone."""
-        self._kill_init()
+        if self._kill_init() and self.proc.poll() is None:
+            self.proc.wait()    # bwrap exits once it has reaped its init: the namespace is gone
         _signal(self.proc.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
         self.proc.wait()
         self._kill_init()       # reported just now: it may have left bwrap's group already
@@ -128,26 +129,31 @@ class Namespace:
             if self._init_fd >= 0:
                 _readable(self._init_fd, INIT_EXIT_WAIT_S)   # readable once it has exited
 
-    def _kill_init(self) -> None:
+    def _kill_init(self) -> bool:
+        """By its pidfd; else by pid while bwrap, its parent, has not exited (so the pid is
+        still the init's). False when there is nothing to signal."""
         self.init_pid()
         with self._fd_lock:
             if self._init_fd >= 0:
-                _signal(self._init_fd, lambda fd: signal.pidfd_send_signal(fd, signal.SIGKILL))
+                return _signal(self._init_fd,
+                               lambda fd: signal.pidfd_send_signal(fd, signal.SIGKILL))
+        if self.child_pid is not None and self.proc.poll() is None:
+            return _signal(self.child_pid, lambda pid: os.kill(pid, signal.SIGKILL))
+        return False
 
     def close(self) -> None:
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:          # unflushed bytes to a dead runner
-                    pass
-        if self.info_r >= 0:
-            os.close(self.info_r)
-            self.info_r = -1
+        """Close our ends of its pipes and the pidfd; idempotent, safe from two threads."""
         with self._fd_lock:
-            if self._init_fd >= 0:
-                os.close(self._init_fd)
-                self._init_fd = -1
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if f is not None:
+                    try:
+                        f.close()
+                    except OSError:      # unflushed bytes to a dead runner
+                        pass
+            for name in ("info_r", "_init_fd"):
+                if getattr(self, name) >= 0:
+                    os.close(getattr(self, name))
+                    setattr(self, name, -1)
 
 
 def _argv_of(pid: int) -> bytes | None:
