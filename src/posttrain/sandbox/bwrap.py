@@ -174,11 +174,13 @@ class BwrapSandbox(Sandbox):
         fds, dummies = runner.begin(script)
         on_done = _once(lambda: [os.close(fd) for fd in dummies])
         self._busy = runner
-        got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
-                      hard_limit=self.limits.hard_output, kill=self._kill_runner,
-                      done=runner.finished, on_done=on_done,
-                      control={runner.ns.proc.stdout.fileno(): runner.on_status})
-        self._busy = None
+        try:
+            got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
+                          hard_limit=self.limits.hard_output, kill=self._kill_runner,
+                          done=runner.finished, on_done=on_done,
+                          control={runner.ns.proc.stdout.fileno(): runner.on_status})
+        finally:
+            self._busy = None
         on_done()
         self._release_fds(fds, got)
         if not self._closed:            # close() from another thread removes the files
