@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from tests_ray import require_ray  # noqa: E402
+from tests_ray import local_cluster, require_ray  # noqa: E402
 
 ray = require_ray()
 
@@ -20,11 +20,7 @@ OPTIM = OptimConfig(lr=1e-2, micro_batch=4)
 ALGO = RLConfig(tis="token", packed=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_cluster = local_cluster()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests_ray import require_ray  # noqa: E402
+from tests_ray import local_cluster, require_ray, timing  # noqa: E402
 
 ray = require_ray()
 
@@ -24,16 +24,7 @@ CLUSTER = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.5, engi
                         engine_resources={"fake_gpu": 1}, start_timeout_s=30, heartbeat_s=0.5)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    ray.init(num_cpus=2, resources={"fake_gpu": 2}, object_store_memory=100 * 2**20,
-             include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def timing(key: str) -> bool:
-    return key.endswith("_s") or "idle" in key or "busy" in key or key.startswith("actor_")
+ray_cluster = local_cluster(resources={"fake_gpu": 2})
 
 
 def run(make_parts, executor=None, steps=3, tmp_path=None, on_step=None, **cfg):

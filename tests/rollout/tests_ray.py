@@ -1,4 +1,5 @@
-"""Ray for the scale tests: skipped with a reason on a machine without it, required in CI."""
+"""Ray for the scale tests: skipped with a reason on a machine without it, required in CI;
+the local cluster a test module runs on; which metrics vary with timing."""
 
 import os
 
@@ -10,3 +11,22 @@ def require_ray():
         import ray
         return ray
     return pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]'")
+
+
+def local_cluster(**init):
+    """A module-scoped autouse fixture: one local Ray for the module (2 CPUs, a 100 MiB object
+    store, plus `init`, e.g. resources={"fake_gpu": 2}), shut down after it.
+    Use: `ray_cluster = local_cluster(...)` at module level."""
+    @pytest.fixture(scope="module", autouse=True)
+    def ray_cluster():
+        ray = require_ray()
+        ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False,
+                 log_to_driver=False, **init)
+        yield
+        ray.shutdown()
+    return ray_cluster
+
+
+def timing(key: str) -> bool:
+    """Metrics that differ between equal runs: durations, idle/busy shares, actor counters."""
+    return key.endswith("_s") or "idle" in key or "busy" in key or key.startswith("actor_")

@@ -30,11 +30,8 @@ def test_timeout_kills_background_children(sandbox, host_pids):
     marker = "987.654321"
     r = sandbox.exec(f"setsid sleep {marker} & sleep {marker}", timeout_s=0.5)
     assert r.timed_out and r.killed_by == "timeout"
-    assert r.duration_s < 2.0
-    deadline = time.monotonic() + 2
-    while host_pids(marker) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert host_pids(marker) == []
+    assert r.duration_s < 60                # killed, not slept out (987 s), even on a busy host
+    assert host_pids(marker) == []          # exec returns once the namespace is gone
 
 
 def test_pid_file_child_dead_after_timeout(sandbox):
@@ -94,8 +91,8 @@ def test_output_capped_and_flood_does_not_hang():
         r = sb.exec("head -c 3000000 /dev/zero | tr '\\0' a; echo done >&2")
         assert len(r.stdout) == 1000 and r.truncated
         assert r.stderr == "done\n" and r.exit_code == 0
-        r = sb.exec("yes", timeout_s=20)
-        assert r.killed_by == "output" and r.duration_s < 10
+        r = sb.exec("yes", timeout_s=120)
+        assert r.killed_by == "output"
 
 
 def test_non_utf8_output_is_replaced(sandbox):
@@ -159,19 +156,17 @@ def test_close_is_idempotent_and_removes_files():
         sb.exec("true")
 
 
-def test_close_kills_running_command(host_pids):
+def test_close_kills_running_command(host_pids, wait_until):
     sb = open_sandbox("bwrap")
     marker = "876.54321"
     results = []
-    t = threading.Thread(target=lambda: results.append(sb.exec(f"sleep {marker}", timeout_s=30)))
+    t = threading.Thread(target=lambda: results.append(sb.exec(f"sleep {marker}", timeout_s=300)))
     t.start()
-    deadline = time.monotonic() + 5
-    while not host_pids(marker) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: host_pids(marker), "the command runs")
     sb.close()
-    t.join(timeout=5)
+    t.join(timeout=120)
     assert not t.is_alive()
-    assert host_pids(marker) == []
+    assert host_pids(marker) == []                           # close() returns once it is gone
     assert results and results[0].exit_code == 137          # a result, not an exception
 
 

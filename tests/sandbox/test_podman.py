@@ -64,7 +64,8 @@ def test_build_cache_isolation_and_mounts(tmp_path, podman):
         assert sb.build.cached and "Read-only" in sb.exec("touch /etc/x").stderr
 
 
-def test_limits_and_timeouts_kill_inside_only(podman):
+def test_limits_and_timeouts_kill_inside_only(podman, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)              # Podman's conmon wrote an `oom` file in our cwd
     with open_sandbox("docker", SandboxSpec(memory_mb=128, pids=64)) as sb:
         mem = sb.exec("python3 -c 'a=[]\nwhile True: a.append(b\"x\" * 10**7)'", timeout_s=30)
         assert mem.exit_code != 0 and mem.killed_by == "memory"
@@ -74,6 +75,7 @@ def test_limits_and_timeouts_kill_inside_only(podman):
         assert slow.timed_out and slow.killed_by == "timeout"
         assert sb.exec("ps -e -o args= | grep -c '^sleep 1000' || true").stdout == "0\n"
         assert sb.exec("echo alive").stdout == "alive\n"          # the container stayed
+    assert list(tmp_path.iterdir()) == []    # nothing written outside the sandbox's dir
 
 
 def test_compose_under_podman_is_one_clear_error(tmp_path, podman):

@@ -12,20 +12,6 @@ import pytest
 from posttrain.engine.gguf_import import save_atomically
 
 
-@pytest.fixture
-def state():
-    """A state dir of our own, where the sandbox's unprivileged uid can reach (not under pytest's
-    0700 tmp_path)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    d = Path(tempfile.mkdtemp(prefix="posttrain-signals-"))
-    d.chmod(0o755)
-    yield d / "state"
-    shutil.rmtree(d, ignore_errors=True)
-
-
 def _start(state, *args):
     env = {**os.environ, "POSTTRAIN_SANDBOX_DIR": str(state)}
     return subprocess.Popen([sys.executable, "-m", "posttrain.cli", *args], env=env,
@@ -42,34 +28,36 @@ def _sandboxes(state):
     return [p for p in state.iterdir() if not p.name.startswith((".", "etc-"))] if state.is_dir() else []
 
 
-def _wait_for_sandbox(state, proc, timeout=60.0):
+SLEEP = ("sleep", "60.4321")                 # the sandboxed command, found by its argv
+
+
+def _wait_for_command(proc, host_pids, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any((p / "owner.json").is_file() for p in _sandboxes(state)):
-            time.sleep(0.5)                 # its command is running now
+        if set(host_pids(SLEEP[1])) - {proc.pid}:     # the sandbox's command runs
             return
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    pytest.fail("the sandbox did not start")
+        time.sleep(0.05)
+    pytest.fail("the sandbox's command did not start")
 
 
 def _mounts_under(state) -> list[str]:
     return [line for line in open("/proc/self/mounts") if str(state) in line]
 
 
-def test_sigterm_closes_the_sandbox_and_exits_143(state):
-    proc = _start(state, "sandbox", "run", "--", "sleep", "60")
-    _wait_for_sandbox(state, proc)
+def test_sigterm_closes_the_sandbox_and_exits_143(state, host_pids):
+    proc = _start(state, "sandbox", "run", "--", *SLEEP)
+    _wait_for_command(proc, host_pids)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and "Traceback" not in err, err
     assert _sandboxes(state) == [] and _mounts_under(state) == []
 
 
-def test_sigkilled_leftovers_are_reclaimed_by_reap_and_by_the_next_sandbox(state):
+def test_sigkilled_leftovers_are_reclaimed_by_reap_and_by_the_next_sandbox(state, host_pids):
     for reclaim in (("sandbox", "reap"), ("sandbox", "run", "--", "true")):
-        proc = _start(state, "sandbox", "run", "--", "sleep", "60")
-        _wait_for_sandbox(state, proc)
+        proc = _start(state, "sandbox", "run", "--", *SLEEP)
+        _wait_for_command(proc, host_pids)
         proc.kill()
         proc.wait(timeout=30)
         assert len(_sandboxes(state)) == 1                      # the crash left it behind

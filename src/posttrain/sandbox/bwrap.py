@@ -52,10 +52,6 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def sandbox_path(root: Path, path: str) -> Path:
-    return hostdir.sandbox_path(root, path)
-
-
 class BwrapSandbox(Sandbox):
     """One bubblewrap sandbox; execs are serialised on the warm runner, one-offs run in parallel."""
 
@@ -71,7 +67,7 @@ class BwrapSandbox(Sandbox):
         self.uid = hostdir.sandbox_host_uid()
         self.root, self._tmpfs = hostdir.create_root(self.id, self.limits.disk_mb, self.uid)
         self.cgroup: Cgroup | None = None
-        self._closed, self._runner = False, None
+        self._closed, self._runner, self._busy = False, None, None   # _busy: its exec reads it
         self._lock, self._state = threading.Lock(), threading.Lock()
         self._oneshots: set[Namespace] = set()
         self._sink, self._staged_used = Sink(), set()
@@ -110,7 +106,14 @@ class BwrapSandbox(Sandbox):
         ns = self._spawn(["/bin/bash", "-c", RUNNER_SCRIPT], None, self.spec.mount_points,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
-        self._runner = Runner(ns, self.root / "ctl", self.uid)
+        with self._state:               # close() kills the runner it sees, or we do
+            closed = self._closed
+            if not closed:
+                self._runner = Runner(ns, self.root / "ctl", self.uid)
+        if closed:
+            ns.kill()
+            ns.close()
+            raise SandboxError(f"sandbox {self.id} is closed")
         self._record(runner_pid=ns.proc.pid, runner_start=hostdir.process_start(ns.proc.pid))
         return self._runner
 
@@ -150,6 +153,10 @@ class BwrapSandbox(Sandbox):
             files.append(self.root / "ctl" / name)
             files[-1].write_text(script)
             return self._exec_oneshot(f"/run/ctl/{name}", timeout_s, mounts)
+        except OSError as e:
+            if self._closed:            # close() from another thread removed its files
+                raise SandboxError(f"sandbox {self.id} is closed") from e
+            raise
         finally:
             for path in files:
                 path.unlink(missing_ok=True)
@@ -158,15 +165,22 @@ class BwrapSandbox(Sandbox):
         if self._closed:                # closed while we waited for the lock
             raise SandboxError(f"sandbox {self.id} is closed")
         start = time.monotonic()
-        runner = self._runner if self._runner and self._runner.alive else self._start_runner()
+        if not (self._runner and self._runner.alive):
+            self._kill_runner()         # its bwrap died: its namespace init may not have
+            self._start_runner()
+        runner = self._runner
         self._stage(mounts)
         before = self.cgroup.counters() if self.cgroup else None
         fds, dummies = runner.begin(script)
         on_done = _once(lambda: [os.close(fd) for fd in dummies])
-        got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
-                      hard_limit=self.limits.hard_output, kill=self._kill_runner,
-                      done=runner.finished, on_done=on_done,
-                      control={runner.ns.proc.stdout.fileno(): runner.on_status})
+        self._busy = runner
+        try:
+            got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
+                          hard_limit=self.limits.hard_output, kill=self._kill_runner,
+                          done=runner.finished, on_done=on_done,
+                          control={runner.ns.proc.stdout.fileno(): runner.on_status})
+        finally:
+            self._busy = None
         on_done()
         self._release_fds(fds, got)
         if not self._closed:            # close() from another thread removes the files
@@ -174,6 +188,8 @@ class BwrapSandbox(Sandbox):
             self._stage({})
         if runner.dead and self._runner is runner:
             self._kill_runner()     # it died by itself (OOM, or killed from inside)
+        if self._runner is not runner:
+            runner.ns.close()       # killed while we read its pipes: now nobody does
         code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
         result = self._result(got, code, start, before)
         if result.killed_by in ("memory", "pids") and self._runner is runner:
@@ -202,7 +218,8 @@ class BwrapSandbox(Sandbox):
         if runner is not None:
             runner.dead = True
             runner.ns.kill()
-            runner.ns.close()
+            if runner is not self._busy:    # else its exec, still reading, closes it
+                runner.ns.close()
 
     def _exec_oneshot(self, script_path: str, timeout_s: float,
                       mounts: dict[str, Path]) -> ExecResult:
@@ -221,7 +238,10 @@ class BwrapSandbox(Sandbox):
                      before: dict | None) -> ExecResult:
         with self._state:
             self._oneshots.add(ns)
+            closed = self._closed
         try:
+            if closed:                  # close() ran while it started, and did not see it
+                ns.kill()
             got = capture({"stdout": ns.proc.stdout.fileno(), "stderr": ns.proc.stderr.fileno()},
                           deadline=start + timeout_s, limit=self.spec.output_limit,
                           hard_limit=self.limits.hard_output, kill=ns.kill,
@@ -235,6 +255,7 @@ class BwrapSandbox(Sandbox):
         finally:
             with self._state:
                 self._oneshots.discard(ns)
+            ns.kill()           # what bwrap's init still runs (it may outlive bwrap)
             ns.close()
 
     def _copy_mounts(self, mounts: dict[str, Path]) -> dict[str, Path]:

@@ -163,10 +163,12 @@ class DockerSandbox(Sandbox):
             self.compose.up()
         self.spec.workdir = workdir
         # The main process (init, `sleep infinity`) is root without capabilities, so the
-        # sandbox user cannot kill it (`kill -9 -1`) and stop the container.
+        # sandbox user cannot kill it (`kill -9 -1`) and stop the container. `run` and
+        # `start` run in the sandbox's dir: Podman's conmon keeps their working directory
+        # and creates an empty `oom` file there at each OOM kill (close() removes the dir).
         try:
             engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
-                       "sleep", "infinity")
+                       "sleep", "infinity", cwd=self.root)
         except SandboxError:          # `run` may have created the container before failing
             engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
             raise
@@ -178,7 +180,7 @@ class DockerSandbox(Sandbox):
         self.enforcement["kill"] = "freeze and kill" if self.cgroup else "restart"
 
     def _restart(self) -> None:
-        engine.run(self.cli, "start", self.id, check=False)
+        engine.run(self.cli, "start", self.id, check=False, cwd=self.root)
         self._find_cgroup()
 
     def _running(self) -> bool:

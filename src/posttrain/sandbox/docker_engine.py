@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 from posttrain.errors import SandboxError
 
@@ -43,10 +44,12 @@ def engine_cli() -> str:
 
 
 def run(cli: str, *args: str, timeout: float = 120, check: bool = True,
-        stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    """`cli args...`; raises SandboxError with the last stderr line when check and it fails."""
+        stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`cli args...` in `cwd` (what the engine leaves running may write there); raises
+    SandboxError with the last stderr line when check and it fails."""
     try:
-        done = subprocess.run([cli, *args], capture_output=True, timeout=timeout, input=stdin)
+        done = subprocess.run([cli, *args], capture_output=True, timeout=timeout, input=stdin,
+                              cwd=cwd)
     except subprocess.TimeoutExpired:
         raise SandboxError(f"{os.path.basename(cli)} {args[0]} did not finish in {timeout:g} s") \
             from None

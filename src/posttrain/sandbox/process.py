@@ -22,8 +22,9 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
-from posttrain.sandbox.bwrap import KILLED_EXIT, exit_code_of, sandbox_path
+from posttrain.sandbox.bwrap import KILLED_EXIT, exit_code_of
 from posttrain.sandbox.capture import capture
+from posttrain.sandbox.hostdir import sandbox_path
 from posttrain.types import ExecResult
 
 

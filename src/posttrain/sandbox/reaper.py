@@ -45,6 +45,7 @@ def reap(state: Path | None = None) -> ReapReport:
                 _reclaim(root, hostdir.read_owner(root) or {}, report)
         except FileNotFoundError:       # its owner closed it while we looked
             continue
+    report.processes_killed += _kill_stranded(state)
     _reap_cgroups(live, report)
     return report
 
@@ -90,6 +91,37 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
     if root.exists():
         shutil.rmtree(root, ignore_errors=True)
     report.sandboxes.append(root.name)
+
+
+def _kill_stranded(state: Path) -> int:
+    """SIGKILL every bwrap of a sandbox under `state` that is gone or whose owner is dead,
+    found by the bind of its app/ in their argv. A namespace init whose bwrap died while
+    it set up waits forever, outside the cgroups and the record; it may even appear after
+    its sandbox was reclaimed (an owner killed between fork and exec of bwrap)."""
+    bind = b"\0--bind\0" + os.fsencode(str(state)) + b"/"
+    killed = 0
+    for pid in (int(e) for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read()
+            at = argv.find(bind)
+            if at < 0 or _sandbox_live(state, argv[at + len(bind):].split(b"/", 1)[0]):
+                continue
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except OSError:                 # gone meanwhile (ProcessLookupError is one)
+            continue
+    return killed
+
+
+def _sandbox_live(state: Path, name: bytes) -> bool:
+    """Checked after the argv was read: a live sandbox's dir and owner record exist
+    before its first bwrap starts, so a bwrap seen here is never a new one's."""
+    root = state / os.fsdecode(name)
+    try:
+        return root.is_dir() and _is_live(root)
+    except FileNotFoundError:           # closed while we looked
+        return False
 
 
 def _remove_cgroup(path: Path) -> int:

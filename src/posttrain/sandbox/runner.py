@@ -19,6 +19,7 @@ import select
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ done
 """
 STATUS = re.compile(rb"^(\d+) (\d+)$", re.M)
 CHILD_PID = re.compile(rb'"child-pid":\s*(\d+)')
+INIT_EXIT_WAIT_S = 30.0     # a killed init exits once every process of its namespace has
 
 
 def wrapper_script(command: str, env: dict[str, str], workdir: str, ulimits: list[str],
@@ -53,11 +55,15 @@ def _readable(fd: int, timeout_s: float) -> bool:
     return bool(poller.poll(timeout_s * 1000))
 
 class Namespace:
-    """One running bwrap: its process, and the --info-fd pipe that names the namespace init."""
+    """One running bwrap: its process, and the namespace init it forks, whose pid bwrap
+    reports on --info-fd. bwrap's init leaves bwrap's process group (setsid) and only
+    dies with bwrap once it is set up, so the init is held by a pidfd: a kill reaches it
+    even after bwrap itself was killed."""
 
     def __init__(self, proc: subprocess.Popen, info_r: int):
         self.proc, self.info_r, self.child_pid = proc, info_r, None
         self._info = bytearray()
+        self._init_fd, self._fd_lock = -1, threading.Lock()
 
     @classmethod
     def spawn(cls, argv: list[str], pass_fds: tuple[int, ...], info_w: int,
@@ -82,7 +88,22 @@ class Namespace:
             m = CHILD_PID.search(bytes(self._info))
             if m:
                 self.child_pid = int(m.group(1))
+                self._hold_init()
         return self.child_pid
+
+    def _hold_init(self) -> None:
+        """Open a pidfd on the init if it is ours: a fork of bwrap, so its argv is bwrap's
+        (a pid reused by another process after the init died fails this)."""
+        with self._fd_lock:
+            try:
+                fd = os.pidfd_open(self.child_pid)
+            except OSError:                 # gone already, or a kernel without pidfds
+                return
+            ours = _is_tail(_argv_of(self.child_pid), self.proc.args)
+            if ours and _signal(fd, lambda f: signal.pidfd_send_signal(f, 0)):
+                self._init_fd = fd          # alive after the check: the pid was its own
+            else:
+                os.close(fd)
 
     def wait_init_pid(self, timeout_s: float) -> int | None:
         """Block until bwrap reports its init's pid (it does so right after cloning it)."""
@@ -97,32 +118,68 @@ class Namespace:
         return self.child_pid
 
     def kill(self) -> None:
-        """SIGKILL the namespace's init: the kernel kills every process in it, and bwrap
-        exits only once they are all gone. Then bwrap's own group, and reap it."""
-        child = self.init_pid()
-        if child is not None and self.proc.poll() is None:
-            _signal(child, lambda pid: os.kill(pid, signal.SIGKILL))
-            self.proc.wait()        # bwrap reaps its init, which waits for the namespace
+        """SIGKILL the namespace's init (the kernel kills every process in it) and bwrap's
+        own group (an init still setting up is in it), and wait until both are gone."""
+        if self._kill_init() and self.proc.poll() is None:
+            self.proc.wait()    # bwrap exits once it has reaped its init: the namespace is gone
         _signal(self.proc.pid, lambda pid: os.killpg(pid, signal.SIGKILL))
         self.proc.wait()
+        self._kill_init()       # reported just now: it may have left bwrap's group already
+        with self._fd_lock:
+            if self._init_fd >= 0:
+                _readable(self._init_fd, INIT_EXIT_WAIT_S)   # readable once it has exited
+
+    def _kill_init(self) -> bool:
+        """By its pidfd; else by pid while bwrap, its parent, has not exited (so the pid is
+        still the init's). False when there is nothing to signal."""
+        self.init_pid()
+        with self._fd_lock:
+            if self._init_fd >= 0:
+                return _signal(self._init_fd,
+                               lambda fd: signal.pidfd_send_signal(fd, signal.SIGKILL))
+        if self.child_pid is not None and self.proc.poll() is None:
+            return _signal(self.child_pid, lambda pid: os.kill(pid, signal.SIGKILL))
+        return False
 
     def close(self) -> None:
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:          # unflushed bytes to a dead runner
-                    pass
-        if self.info_r >= 0:
-            os.close(self.info_r)
-            self.info_r = -1
+        """Close our ends of its pipes and the pidfd; idempotent, safe from two threads."""
+        with self._fd_lock:
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if f is not None:
+                    try:
+                        f.close()
+                    except OSError:      # unflushed bytes to a dead runner
+                        pass
+            for name in ("info_r", "_init_fd"):
+                if getattr(self, name) >= 0:
+                    os.close(getattr(self, name))
+                    setattr(self, name, -1)
 
 
-def _signal(pid: int, send) -> None:
+def _argv_of(pid: int) -> bytes | None:
     try:
-        send(pid)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _is_tail(cmdline: bytes | None, args: list[str]) -> bool:
+    """Whether /proc's NUL-separated cmdline is the whole of args or a tail of it (bwrap's
+    argv follows setpriv's options)."""
+    full = b"".join(os.fsencode(a) + b"\0" for a in args)
+    if not cmdline or not full.endswith(cmdline):
+        return False
+    return len(cmdline) == len(full) or full[-len(cmdline) - 1] == 0
+
+
+def _signal(target: int, send) -> bool:
+    """send(target); False when the process is gone or not ours to signal."""
+    try:
+        send(target)
+        return True
     except (ProcessLookupError, PermissionError):
-        pass
+        return False
 
 
 class Runner:
