@@ -6,9 +6,10 @@ per-call weight reorder that dominates small-batch decode. MKL's packed path giv
 the same bits whatever the row count, equal to plain `F.linear` at >= 16 rows (the trainer's
 forward), so fp32 decode is batch-invariant; for the few shapes where a single row takes
 another path (probed when packing), a 1-row call runs as two rows. MKL's packed kernel is slow for
-many rows (2.2x slower than plain sgemm on a 49k-vocab head at 96 rows), so at one thread fp32
-calls of UNPACKED_ROWS or more rows take plain `F.linear`, which gives the same bits there (at
-more threads plain sgemm splits its sums differently, so the packed kernel stays). A packed copy
+many rows (1.4x slower than plain sgemm on a 49k-vocab head at 48 rows, 2.2x at 96), so at one
+thread fp32 calls of UNPACKED_ROWS or more rows (UNPACKED_ROWS_WIDE for a vocab-wide head) take
+plain `F.linear`, which gives the same bits from 16 rows on (at more threads plain sgemm splits
+its sums differently, so the packed kernel stays). A packed copy
 follows its source parameter: it is rebuilt when the parameter was modified in place (its version
 counter moved). Several linears reading the same input (q/k/v, gate/up) run as one fused call on
 their concatenated weights: fewer, larger GEMMs at a decode step's few rows, with the same bits
@@ -21,7 +22,9 @@ import torch
 import torch.nn.functional as F
 
 PACK_HINT = 16  # the batch size MKL packs for; any row count gives the same bits
-UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is faster (2.2x on a vocab head)
+UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
+UNPACKED_ROWS_WIDE = 24  # the same for outputs of WIDE or more (a vocab head: 1.4x faster at 48 rows)
+WIDE = 16384
 
 
 def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
@@ -86,8 +89,8 @@ class PackedLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():
             self._refresh()
-        plain = not self.pack or (self.weight.dtype == torch.float32 and x.shape[0] >= UNPACKED_ROWS
-                                  and torch.get_num_threads() == 1)
+        plain = not self.pack or (self.weight.dtype == torch.float32 and torch.get_num_threads() == 1
+                                  and x.shape[0] >= (UNPACKED_ROWS_WIDE if len(self.weight) >= WIDE else UNPACKED_ROWS))
         if plain:
             return F.linear(x, self.weight.detach(), None if self.bias is None else self.bias.detach())
         if self.pad_single and x.shape[0] == 1:
