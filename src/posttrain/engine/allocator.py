@@ -28,5 +28,6 @@ def keep_freed_memory() -> bool:
         _done = False
         if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _done = bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
+            trim = libc.mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
+            _done = bool(trim) and bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
     return _done

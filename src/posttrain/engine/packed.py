@@ -104,7 +104,8 @@ def linears_of(model, packed: bool) -> list[dict]:
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
-        out.append({"qkv": PackedLinear(a.q_proj, a.k_proj, a.v_proj, pack=packed), "o": PackedLinear(a.o_proj, pack=packed),
+        out.append({"qkv": PackedLinear(a.q_proj, a.k_proj, a.v_proj, pack=packed),
+                    "o": PackedLinear(a.o_proj, pack=packed),
                     "gate_up": PackedLinear(m.gate_proj, m.up_proj, pack=packed),
                     "down": PackedLinear(m.down_proj, pack=packed)})
     return out + [{"head": PackedLinear(model.lm_head, pack=packed)}]
