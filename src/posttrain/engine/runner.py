@@ -1,15 +1,17 @@
 """Model runner: the forward pass of an HF Llama/Qwen2-family decoder over a paged KV cache.
 
-It calls the HF model's own modules (embeddings, projections, norms, MLPs, rotary embedding),
-so it shares weights with a trainer in-process and reproduces its numerics; only attention
-is replaced (engine/attention.py): tokens of many sequences are packed flat, K/V are written
-to their slots and read back through each sequence's block table.
+It reads the HF model's own parameters, so it shares weights with a trainer in-process, and
+calls its embedding, rotary embedding and activation; the rest is its own loop with HF's bits
+(checked against HF's forward in the tests): RMSNorm and rotary from engine/layers.py, q/k/v
+and gate/up as fused GEMMs (engine/packed.py), and attention (engine/attention.py): tokens of
+many sequences are packed flat, K/V are written to their slots and read back through each
+sequence's block table.
 
-Its linears are called through engine/packed.py: with `packed=True` (CPU) the weights are
-pre-packed for MKL (fp32) or oneDNN (bf16), which is faster and batch-invariant (a token's
-logits do not depend on how many tokens share its step, and match the trainer's forward);
-with `attn_dtype=torch.float64` attention runs in float64 (engine/exact_attention.py), so its
-result does not depend on the order the paged layout sums in either.
+With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16),
+which is faster and batch-invariant (a token's logits do not depend on how many tokens share its
+step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
+float64 (engine/exact_attention.py), so its result does not depend on the order the paged
+layout sums in either.
 """
 
 from __future__ import annotations
