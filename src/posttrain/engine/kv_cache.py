@@ -67,15 +67,6 @@ class KVCache:
         for t in self._tensors():
             t[:, num_blocks * block_size :] = 0
 
-    @property
-    def k(self) -> torch.Tensor:
-        """[layers, slots, KVH, D] view of the keys."""
-        return self.kv[:, :, 0]
-
-    @property
-    def v(self) -> torch.Tensor:
-        return self.kv[:, :, 1]
-
     def clear_fresh_blocks(self, slots: torch.Tensor) -> None:
         """Zero, in every layer, each block whose first slot `slots` is about to write: a block is
         written from its start, so its slots past a sequence's context hold zeros, never an earlier
