@@ -275,6 +275,9 @@ def summary(res: dict, real: str) -> dict:
         of_matmul_bound_batch128_bf16=res.get("decode", {}).get("of_bound_batch128_bfloat16"),
         bf16_over_fp32_batch128=res.get("decode", {}).get("bf16_over_fp32_batch128"),
         bf16_logprob_max_abs_delta=res.get("decode", {}).get("agreement_bfloat16", {}).get("max_abs_delta"),
+        int8_weights_over_bf16_batch1=res.get("decode", {}).get("int8_weights", {}).get("over_bf16_batch1"),
+        int8_weights_logprob_max_abs_delta=res.get("decode", {}).get("int8_weights", {}).get("agreement", {})
+        .get("max_abs_delta"),
         batch_invariant_logprob_max_abs_delta=res.get("exact", {}).get("agreement", {}).get("max_abs_delta"),
         exact_attention_decode_cost_batch128=res.get("exact", {}).get("decode_cost", {}).get("batch128", {}).get("cost"),
     )

@@ -42,11 +42,12 @@ def matmul_bound_s(engine: LocalEngine, batch: int, repeat: int = 3) -> float:
 
 
 @torch.inference_mode()
-def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, batch_invariant: bool = False) -> dict:
-    """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound."""
+def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **config) -> dict:
+    """Decode tok/s at `batch` rows (groups of 8 share a prompt, as in GRPO) vs the bound;
+    `config`: more EngineConfig fields (batch_invariant, weights)."""
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
-    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, batch_invariant=batch_invariant))
+    engine = LocalEngine(model, config=EngineConfig(dtype=dtype, **config))
     engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
@@ -56,7 +57,7 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, batch
         engine.step()
     step_s = (time.perf_counter() - t0) / steps
     bound_s = matmul_bound_s(engine, batch)
-    return {"dtype": engine.dtype.name, "batch": batch, "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3,
+    return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch, "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3,
             "matmul_bound_tok_s": batch / bound_s, "of_bound": bound_s / step_s}
 
 
@@ -78,10 +79,10 @@ def agreement(engine: LocalEngine, trainer, new_tokens: int) -> dict:
     return {"max_abs_delta": float(d.max()), "mean_abs_delta": float(d.mean())}
 
 
-def dtype_agreement(model, dtype: str, new_tokens: int) -> dict:
+def dtype_agreement(model, dtype: str, new_tokens: int, weights: str = "compute") -> dict:
     """One dtype's mismatch, default engine against the fp32 trainer (what RL corrects with TIS);
     the batch-invariant engine against an exact-attention trainer is bench/engine_exact.py's."""
-    return agreement(LocalEngine(model, config=EngineConfig(dtype=dtype)), model, new_tokens)
+    return agreement(LocalEngine(model, config=EngineConfig(dtype=dtype, weights=weights)), model, new_tokens)
 
 
 def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
@@ -103,4 +104,21 @@ def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
     for dtype in ("float32", "bfloat16"):
         if (dtype, 128) in by:
             out[f"of_bound_batch128_{dtype}"] = by[dtype, 128]["of_bound"]
+    if "bfloat16" in dtypes:
+        out["int8_weights"] = int8_rows(model, quick, by)
+    return out
+
+
+def int8_rows(model, quick: bool, bf16_rows: dict) -> dict:
+    """bf16 with weight-only int8 (EngineConfig(weights="int8")): tok/s at batch 1 and 16, the
+    ratio to plain bf16 in the same run, and the mismatch against the fp32 trainer."""
+    steps, prompt_len = (6, 128) if quick else (16, 256)
+    out: dict = {"rows": []}
+    for batch in (1, 16):
+        r = decode_row(model, "bfloat16", batch, prompt_len, steps, weights="int8")
+        out["rows"].append(r)
+        out[f"over_bf16_batch{batch}"] = ratio = r["decode_tok_s"] / bf16_rows["bfloat16", batch]["decode_tok_s"]
+        print(f"[decode bf16 + int8 weights batch {batch}] {r['decode_tok_s']:.1f} tok/s, {ratio:.2f}x bf16", flush=True)
+    out["agreement"] = a = dtype_agreement(model, "bfloat16", 16 if quick else 32, weights="int8")
+    print(f"[agreement bf16 + int8 weights] max |dlogp| {a['max_abs_delta']:.2e}, mean {a['mean_abs_delta']:.2e}", flush=True)
     return out

@@ -36,7 +36,7 @@ def test_health_models_metrics(server):
     assert httpx.get(f"{server}/v1/models").json()["data"][0]["id"] == "tiny"
     text = httpx.get(f"{server}/metrics").text
     assert "# TYPE posttrain_generation_tokens_total counter" in text
-    assert 'posttrain_engine_info{dtype="float32",reason="asked",packed="1"} 1' in text
+    assert 'posttrain_engine_info{dtype="float32",reason="asked",packed="1",weights="compute"} 1' in text
 
 
 def test_completions_with_token_ids_and_logprobs(server):

@@ -58,16 +58,23 @@ class PackedLinear:
         self.key = None
 
     def _refresh(self) -> None:
-        if len(self.sources) > 1:
-            with torch.no_grad():
+        with torch.no_grad():
+            if len(self.sources) > 1:
                 self.weight = torch.cat([lin.weight.detach() for lin in self.sources])
                 biases = [lin.bias for lin in self.sources]
                 self.bias = None if all(b is None for b in biases) else torch.cat(
                     [b.detach() if b is not None else lin.weight.new_zeros(lin.out_features)
                      for b, lin in zip(biases, self.sources)])
+            else:
+                self.weight = self.sources[0].weight
+            self.weight = self._transform(self.weight)
         if self.pack:
             self._pack()
         self.key = self._key()
+
+    def _transform(self, weight: torch.Tensor) -> torch.Tensor:
+        """The weights the GEMM multiplies by (a subclass rounds them: engine/int8_weights.py)."""
+        return weight
 
     def _pack(self) -> None:
         w = self.weight.detach()
@@ -98,14 +105,13 @@ class PackedLinear:
         return self._call(x)
 
 
-def linears_of(model, packed: bool) -> list[dict]:
+def linears_of(model, packed: bool, linear=None) -> list[dict]:
     """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused), and the lm_head as
-    layer -1's 'head'."""
+    layer -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
+    make = linear or (lambda *mods: PackedLinear(*mods, pack=packed))
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
-        out.append({"qkv": PackedLinear(a.q_proj, a.k_proj, a.v_proj, pack=packed),
-                    "o": PackedLinear(a.o_proj, pack=packed),
-                    "gate_up": PackedLinear(m.gate_proj, m.up_proj, pack=packed),
-                    "down": PackedLinear(m.down_proj, pack=packed)})
-    return out + [{"head": PackedLinear(model.lm_head, pack=packed)}]
+        out.append({"qkv": make(a.q_proj, a.k_proj, a.v_proj), "o": make(a.o_proj),
+                    "gate_up": make(m.gate_proj, m.up_proj), "down": make(m.down_proj)})
+    return out + [{"head": make(model.lm_head)}]

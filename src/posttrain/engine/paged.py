@@ -1,7 +1,7 @@
 """PagedEngine: continuous batching over a paged KV cache with prefix caching and speculation.
 
-One `step()` = schedule -> propose drafts -> one packed forward -> sample/verify -> append.
-`generate()` runs steps until its requests finish; a server calls `add`/`step` itself.
+One `step()` = schedule -> drafts -> one packed forward -> sample/verify -> append (`generate()`
+runs steps until its requests finish; a server calls `add`/`step` itself).
 A GRPO group (identical prompts in one call) is prefilled once: after the first member's
 prefill the others fork its blocks (ref counts, copy-on-write of the partial last block).
 """
@@ -21,6 +21,7 @@ from posttrain.engine.block_manager import BlockManager
 from posttrain.engine.config import EngineConfig
 from posttrain.engine.draft import draft_budget, propose_with_draft
 from posttrain.engine.dtypes import cast_copy, choose_dtype
+from posttrain.engine.int8_weights import linear_for
 from posttrain.engine.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.packed import can_pack
 from posttrain.engine.runner import ModelRunner
@@ -63,17 +64,17 @@ class PagedEngine(Engine):
         if self.device.type == "cpu":
             keep_freed_memory()
         self.dtype = choose_dtype(self.config.dtype, self.device)
-        # shared with a trainer (its train/eval mode is left alone), or a copy in another dtype
+        # shared with a trainer (its train/eval mode left alone), or a copy in another dtype
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        # packed linears on CPU: faster at small batches (bf16's unpacked kernels reorder weights on
-        # every call) and batch-invariant in fp32; a packed copy of the weights beside the model's
+        # packed linears on CPU (a copy beside the model's): faster at small batches, batch-invariant in fp32
         self.packed = can_pack(self.dtype.torch_dtype, self.device)
         # exact (float64) attention: batch-invariant fp32 logprobs (engine/exact_attention.py)
         self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
         self.attn_dtype = torch.float64 if self.exact_attention else None
-        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype)
+        self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
+        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -88,7 +89,7 @@ class PagedEngine(Engine):
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
             self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
-                                     self.attn_dtype)
+                                     self.attn_dtype, self.linear)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
@@ -229,8 +230,7 @@ class PagedEngine(Engine):
         """
         row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
         temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
-        # [M, V], computed in the logits' own memory; generators live on the CPU
-        dist = Processed(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu())
+        dist = Processed(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu())  # [M, V], in the logits' memory
         touched, plain, at = [], [], 0
         for (seq, feed), rs in zip(feeds, rows):
             start, at = at, at + len(rs)

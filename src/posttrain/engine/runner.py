@@ -43,7 +43,7 @@ class Batch:
 
 
 class ModelRunner:
-    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None):
+    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -55,7 +55,8 @@ class ModelRunner:
         self.num_layers = cfg.num_hidden_layers
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
-        self.linears = linears_of(model, packed)  # share the model's weights (packed: a copy that follows them)
+        # share the model's weights (packed: a copy that follows them); linear: another class (int8)
+        self.linears = linears_of(model, packed, linear)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
         self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (engine/exact_attention.py)
         self.specs = layer_specs(model, self.linears)

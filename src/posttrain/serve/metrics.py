@@ -39,5 +39,6 @@ class Metrics:
         add("policy_version", "gauge", e.policy_version, "weights version being served")
         lines.extend(["# HELP posttrain_engine_info the engine's compute dtype and why it was chosen",
                       "# TYPE posttrain_engine_info gauge",
-                      f'posttrain_engine_info{{dtype="{e.dtype.name}",reason="{e.dtype.reason}",packed="{int(e.packed)}"}} 1'])
+                      f'posttrain_engine_info{{dtype="{e.dtype.name}",reason="{e.dtype.reason}",packed="{int(e.packed)}",'
+                      f'weights="{e.config.weights}"}} 1'])
         return "\n".join(lines) + "\n"
