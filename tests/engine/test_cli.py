@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from posttrain.commands import models, serve
 from posttrain.engine.kv_cache import kv_bytes_per_token
 from posttrain.engine.planner import plan_kv, read_model_config
+from posttrain.engine.tiny import save_policy
 
 
 def app() -> typer.Typer:
@@ -40,3 +41,9 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "unknown packaged model" in str(r.exception)
     r = CliRunner().invoke(app(), ["serve", "--model", str(tmp_path / "nope")])
     assert "no config.json" in str(r.exception)
+
+
+def test_serve_refuses_int8_weights_in_fp32(tmp_path, model, tokenizer):
+    save_policy(model, tokenizer, tmp_path / "ckpt")
+    r = CliRunner().invoke(app(), ["serve", "--model", str(tmp_path / "ckpt"), "--dtype", "float32", "--weights", "int8"])
+    assert r.exit_code != 0 and "needs bfloat16 compute" in str(r.exception)
