@@ -57,8 +57,9 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
         engine.step()
     step_s = (time.perf_counter() - t0) / steps
     bound_s = matmul_bound_s(engine, batch)
-    return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch, "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3,
-            "matmul_bound_tok_s": batch / bound_s, "of_bound": bound_s / step_s}
+    return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
+            "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
+            "of_bound": bound_s / step_s}
 
 
 AGREEMENT_PROMPTS = ((2, 64, 5), (2, 17, 6))  # (prompts, length, seed): two lengths, so cache blocks fill unevenly
