@@ -106,20 +106,19 @@ def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
         if (dtype, 128) in by:
             out[f"of_bound_batch128_{dtype}"] = by[dtype, 128]["of_bound"]
     if "bfloat16" in dtypes:
-        out["int8_weights"] = int8_rows(model, quick, by)
+        out["int8_weights"] = int8_rows(model, steps, prompt_len, 16 if quick else 32, by)
     return out
 
 
-def int8_rows(model, quick: bool, bf16_rows: dict) -> dict:
+def int8_rows(model, steps: int, prompt_len: int, new_tokens: int, bf16_rows: dict) -> dict:
     """bf16 with weight-only int8 (EngineConfig(weights="int8")): tok/s at batch 1 and 16, the
     ratio to plain bf16 in the same run, and the mismatch against the fp32 trainer."""
-    steps, prompt_len = (6, 128) if quick else (16, 256)
     out: dict = {"rows": []}
     for batch in (1, 16):
         r = decode_row(model, "bfloat16", batch, prompt_len, steps, weights="int8")
         out["rows"].append(r)
         out[f"over_bf16_batch{batch}"] = ratio = r["decode_tok_s"] / bf16_rows["bfloat16", batch]["decode_tok_s"]
         print(f"[decode bf16 + int8 weights batch {batch}] {r['decode_tok_s']:.1f} tok/s, {ratio:.2f}x bf16", flush=True)
-    out["agreement"] = a = dtype_agreement(model, "bfloat16", 16 if quick else 32, weights="int8")
+    out["agreement"] = a = dtype_agreement(model, "bfloat16", new_tokens, weights="int8")
     print(f"[agreement bf16 + int8 weights] max |dlogp| {a['max_abs_delta']:.2e}, mean {a['mean_abs_delta']:.2e}", flush=True)
     return out

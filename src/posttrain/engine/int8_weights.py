@@ -38,10 +38,10 @@ class Int8Linear(PackedLinear):
         return (q.float() * scale[:, None]).to(weight.dtype)  # dequantized, for the packed GEMM
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > INT8_ROWS:
+            return super().__call__(x)  # the packed GEMM on the dequantized weights
         if self.key != self._key():
             self._refresh()
-        if x.shape[0] > INT8_ROWS:
-            return self._call(x)
         y = torch.ops.aten._weight_int8pack_mm(x.contiguous(), *self.int8)
         return y if self.bias is None else y + self.bias.detach()
 

@@ -29,12 +29,12 @@ import torch
 import torch.nn.functional as F
 
 from posttrain.engine.exact_attention import exact_sdpa
+from posttrain.engine.layers import rms_norm, rotary, signed_sines
 from posttrain.train.batch import right_pad
 from posttrain.train.exact_linear import exact_linear
 from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
-from posttrain.engine.layers import rms_norm, rotary, signed_sines
 
 
 def supports(model) -> bool:
