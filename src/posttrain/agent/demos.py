@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.protocol import Action, format_observation, render_action
-from posttrain.agent.trial import open_task_sandbox, verify
+from posttrain.agent.trial import Verdict, open_task_sandbox, verify
 from posttrain.tasks import Task
 from posttrain.types import Episode
 
@@ -21,6 +21,7 @@ class Transcript:
     replies: list[str]          # reply texts, the last one is <submit/>
     observations: list[str]     # one per reply except the last
     reward: float
+    failure: str = ""           # why the reward is below 1: for the error a user sees
 
 
 def play_oracle(task: Task, cfg: AgentConfig) -> Transcript:
@@ -35,8 +36,15 @@ def play_oracle(task: Task, cfg: AgentConfig) -> Transcript:
             replies.append(render_action(Action("bash", command)))
             observations.append(format_observation(result, cfg.observation_budget))
         replies.append(render_action(Action("submit")))
-        reward = verify(task, sandbox).reward
-    return Transcript(task.id, task.instruction, replies, observations, reward)
+        verdict = verify(task, sandbox)
+    failure = "" if verdict.reward >= 1 else _failure(verdict, observations)
+    return Transcript(task.id, task.instruction, replies, observations, verdict.reward, failure)
+
+
+def _failure(verdict: Verdict, observations: list[str]) -> str:
+    why = verdict.error if verdict.status != "ok" else f"reward {verdict.reward:g}"
+    last = observations[-1] if observations else "(no steps)"
+    return f"{why}; the last step's output: {last[:300]!r}"
 
 
 def play_oracles(tasks: list[Task], cfg: AgentConfig) -> list[Transcript]:

@@ -151,9 +151,10 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     """Demos, SFT, held-out eval, GRPO, held-out eval; saves the checkpoint."""
     train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
     transcripts = play_oracles(train_tasks, cfg.agent)
-    bad = [t.task_id for t in transcripts if t.reward < 1]
+    bad = [t for t in transcripts if t.reward < 1]
     if bad:
-        raise PosttrainError(f"oracle failed on {len(bad)} generated tasks, e.g. {bad[0]}")
+        raise PosttrainError(f"oracle failed on {len(bad)} generated tasks, e.g. "
+                             f"{bad[0].task_id}: {bad[0].failure}")
     phases.advance("demos", n=len(transcripts))
     model, tokenizer = _build_policy(cfg, transcripts)
     framer = ChatFramer(tokenizer)

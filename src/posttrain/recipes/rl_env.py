@@ -69,7 +69,8 @@ def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):
     transcripts = play_oracles(playable, cfg.agent)
     solved = [x for x in transcripts if x.reward >= 1]
     if len(solved) < len(train):
-        first = next((x.task_id for x in transcripts if x.reward < 1), None) or \
+        failed = next((x for x in transcripts if x.reward < 1), None)
+        first = f"{failed.task_id}: {failed.failure}" if failed else \
             next(t.id for t in train if t.oracle_steps() is None)
         warn(f"demonstrations from {len(solved)} of {len(train)} training tasks (the others have no "
              f"solution/steps.json or their oracle fails; first: {first})")

@@ -26,7 +26,7 @@ from posttrain.sandbox import bwrap_args, hostdir, seccomp
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 from posttrain.sandbox.capture import Captured, Sink, capture
 from posttrain.sandbox.cgroups import Cgroup
-from posttrain.sandbox.launch import Launcher
+from posttrain.sandbox.launch import CgroupGone, Launcher
 from posttrain.sandbox.limits import Limits, killed_by
 from posttrain.sandbox.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_script
 from posttrain.types import ExecResult
@@ -97,9 +97,17 @@ class BwrapSandbox(Sandbox):
 
     def _spawn(self, command: list[str], mounts: dict[str, Path] | None, staged: tuple[str, ...],
                **popen) -> Namespace:
-        if self.cgroup and not all(d.is_dir() for d in self.cgroup.dirs.values()):
+        """Start a bwrap inside the sandbox's cgroups, made again where a reaper removed
+        them while they were empty (idle, or just as this bwrap started: then once more)."""
+        try:
+            return self._launch(command, mounts, staged, **popen)
+        except CgroupGone:
+            return self._launch(command, mounts, staged, **popen)
+
+    def _launch(self, command, mounts, staged, **popen) -> Namespace:
+        if self.cgroup and not self.cgroup.exists():
             self.cgroup = Cgroup.open(f"posttrain-{self.id}", self.limits.memory_mb,
-                                      self.limits.pids, self.spec.cpus)   # reaped while idle
+                                      self.limits.pids, self.spec.cpus)
         return self._launcher.spawn(command, mounts, staged, self.cgroup, **popen)
 
     def _start_runner(self) -> Runner:
@@ -225,7 +233,7 @@ class BwrapSandbox(Sandbox):
                       mounts: dict[str, Path]) -> ExecResult:
         start = time.monotonic()
         before = self.cgroup.counters() if self.cgroup else None
-        copies = self._copy_mounts(mounts)
+        copies = hostdir.private_copies(self.root / "mnt", mounts, self.uid)
         try:
             ns = self._spawn(["/bin/bash", script_path], copies, (), stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -257,19 +265,6 @@ class BwrapSandbox(Sandbox):
                 self._oneshots.discard(ns)
             ns.kill()           # what bwrap's init still runs (it may outlive bwrap)
             ns.close()
-
-    def _copy_mounts(self, mounts: dict[str, Path]) -> dict[str, Path]:
-        """Private copies owned by the sandbox user: the source may be unreadable to it."""
-        copies = {}
-        for dest, src in mounts.items():
-            copy = self.root / "mnt" / f"once-{uuid.uuid4().hex[:8]}"
-            if Path(src).is_dir():
-                shutil.copytree(src, copy, symlinks=True)
-            else:
-                shutil.copy2(src, copy)
-            hostdir.chown_tree(copy, self.uid)
-            copies[dest] = copy
-        return copies
 
     def _result(self, got: Captured, code: int, start: float, before: dict | None) -> ExecResult:
         after = self.cgroup.counters() if self.cgroup else None

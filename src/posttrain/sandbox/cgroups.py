@@ -115,6 +115,9 @@ class Cgroup:
                 _write(self.dirs["cpu"] / "cpu.cfs_period_us", "100000")
                 _write(self.dirs["cpu"] / "cpu.cfs_quota_us", str(int(cpus * 100000)))
 
+    def exists(self) -> bool:
+        return all(d.is_dir() for d in self.dirs.values())
+
     def procs_files(self) -> list[str]:
         """The cgroup.procs files a new process must join (one per hierarchy)."""
         return [str(d / "cgroup.procs") for d in self.dirs.values()]

@@ -6,6 +6,7 @@ that opens sandboxes cleans up after killed runs."""
 from __future__ import annotations
 
 import functools
+import threading
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
@@ -13,11 +14,20 @@ from posttrain.sandbox.base import Sandbox, SandboxSpec
 BACKENDS = ("bwrap", "docker", "process")
 
 
+_reap_lock = threading.Lock()
+
+
 @functools.cache
-def reap_once() -> None:
+def _reap() -> None:
     from posttrain.sandbox.reaper import reap
 
     reap()
+
+
+def reap_once() -> None:
+    """The first call reaps; the others (threads opening sandboxes at once) wait for it."""
+    with _reap_lock:
+        _reap()
 
 
 def create(backend: str, spec: SandboxSpec) -> Sandbox:

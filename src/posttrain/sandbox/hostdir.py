@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
@@ -149,6 +150,21 @@ def stage_mount(target: Path, source: Path, uid: int | None) -> None:
     clear_dir(target)
     shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
     chown_tree(target, uid)
+
+
+def private_copies(under: Path, mounts: dict[str, Path], uid: int | None) -> dict[str, Path]:
+    """{sandbox path: a copy under `under` owned by the sandbox user} (the source may be
+    unreadable to it), for a one-off bwrap to bind read-only."""
+    copies = {}
+    for dest, src in mounts.items():
+        copy = under / f"once-{uuid.uuid4().hex[:8]}"
+        if Path(src).is_dir():
+            shutil.copytree(src, copy, symlinks=True)
+        else:
+            shutil.copy2(src, copy)
+        chown_tree(copy, uid)
+        copies[dest] = copy
+    return copies
 
 
 def clear_dir(path: Path) -> None:

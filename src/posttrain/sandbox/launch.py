@@ -16,9 +16,15 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from posttrain.errors import SandboxError
 from posttrain.sandbox import bwrap_args
 from posttrain.sandbox.cgroups import Cgroup
 from posttrain.sandbox.runner import Namespace
+
+
+class CgroupGone(SandboxError):
+    """The groups a bwrap was to join were removed (a reaper saw them empty): open them
+    again and retry."""
 
 
 @dataclass
@@ -78,7 +84,9 @@ class Launcher:
 
 
 def _enter_cgroup(ns: Namespace, cgroup: Cgroup, sync_w: int) -> None:
-    """Move bwrap and its namespace init into the groups, then let bwrap go on."""
+    """Move bwrap and its namespace init into the groups, then let bwrap go on. Where
+    that fails the command never runs outside the quotas: bwrap is killed, and the
+    caller told (CgroupGone when the groups were removed meanwhile)."""
     try:
         pids = [ns.proc.pid, ns.wait_init_pid(timeout_s=10.0)]
         for procs in cgroup.procs_files():
@@ -86,7 +94,11 @@ def _enter_cgroup(ns: Namespace, cgroup: Cgroup, sync_w: int) -> None:
                 with open(procs, "w") as f:
                     f.write(str(pid))
         os.write(sync_w, b"go\n")
-    except (OSError, TypeError):
-        ns.kill()                # never run outside the quotas
+    except (OSError, TypeError) as e:
+        ns.kill()
+        ns.close()
+        if not cgroup.exists():
+            raise CgroupGone(f"the sandbox's cgroups were removed as it started: {e}") from e
+        raise SandboxError(f"could not start the command inside its cgroups: {e!r}") from e
     finally:
         os.close(sync_w)

@@ -33,20 +33,17 @@ def reap(state: Path | None = None) -> ReapReport:
     """Reclaim every sandbox under the state dir whose owner is dead, then stray cgroups."""
     state = state or hostdir.state_dir()
     report = ReapReport()
-    live = set()
     for root in sorted(state.iterdir()):
         if root.name.startswith((".", "etc-")):
             _drop_if_old(root)
             continue
         try:
-            if _is_live(root):
-                live.add(root.name)
-            else:
+            if not _is_live(root):
                 _reclaim(root, hostdir.read_owner(root) or {}, report)
         except FileNotFoundError:       # its owner closed it while we looked
             continue
     report.processes_killed += _kill_stranded(state)
-    _reap_cgroups(live, report)
+    _reap_cgroups(state, report)
     return report
 
 
@@ -133,10 +130,12 @@ def _remove_cgroup(path: Path) -> int:
     return killed
 
 
-def _reap_cgroups(live: set[str], report: ReapReport) -> None:
-    """Empty posttrain-<id> groups under our own groups whose sandbox is not live here.
-    Groups with processes are left alone: they may belong to a sandbox under another
-    POSTTRAIN_SANDBOX_DIR (the owner.json of a dead owner names its groups: _reclaim)."""
+def _reap_cgroups(state: Path, report: ReapReport) -> None:
+    """Empty posttrain-<id> groups under our own groups, older than GRACE_S, whose sandbox
+    is not live here. Each is checked when seen, not against a list made earlier: a
+    sandbox started since (in another thread) makes its group before its first process.
+    Groups with processes are left alone, and young ones: they may belong to a sandbox
+    under another POSTTRAIN_SANDBOX_DIR (a dead owner's owner.json names its groups)."""
     try:
         own = _own_paths()
     except OSError:
@@ -147,7 +146,16 @@ def _reap_cgroups(live: set[str], report: ReapReport) -> None:
         if not parent.is_dir():
             continue
         for child in parent.glob("posttrain-*"):
-            name = child.name.removeprefix("posttrain-")
-            if name not in live and child.is_dir() and not Cgroup("v1", {"": child}).pids():
+            if _stray_group(child, state):
                 _remove_cgroup(child)
                 report.cgroups_removed += 1
+
+
+def _stray_group(group: Path, state: Path) -> bool:
+    try:
+        young = time.time() - group.stat().st_mtime < GRACE_S
+    except FileNotFoundError:
+        return False
+    name = group.name.removeprefix("posttrain-").encode()
+    return not young and not Cgroup("v1", {"": group}).pids() and \
+        not _sandbox_live(state, name)
