@@ -102,7 +102,7 @@ def _kill_stranded(state: Path) -> int:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read()
             at = argv.find(bind)
-            if at < 0 or _sandbox_live(state, argv[at + len(bind):].split(b"/", 1)[0]):
+            if at < 0 or _sandbox_live(state, os.fsdecode(argv[at + len(bind):].split(b"/", 1)[0])):
                 continue
             os.kill(pid, signal.SIGKILL)
             killed += 1
@@ -111,10 +111,10 @@ def _kill_stranded(state: Path) -> int:
     return killed
 
 
-def _sandbox_live(state: Path, name: bytes) -> bool:
-    """Checked after the argv was read: a live sandbox's dir and owner record exist
-    before its first bwrap starts, so a bwrap seen here is never a new one's."""
-    root = state / os.fsdecode(name)
+def _sandbox_live(state: Path, name: str) -> bool:
+    """Checked after its bwrap or cgroup was seen: a live sandbox's dir exists before its
+    cgroups, and its owner record before its first bwrap, so neither is a new one's."""
+    root = state / name
     try:
         return root.is_dir() and _is_live(root)
     except FileNotFoundError:           # closed while we looked
@@ -156,6 +156,5 @@ def _stray_group(group: Path, state: Path) -> bool:
         young = time.time() - group.stat().st_mtime < GRACE_S
     except FileNotFoundError:
         return False
-    name = group.name.removeprefix("posttrain-").encode()
     return not young and not Cgroup("v1", {"": group}).pids() and \
-        not _sandbox_live(state, name)
+        not _sandbox_live(state, group.name.removeprefix("posttrain-"))
