@@ -21,7 +21,7 @@ from pathlib import Path
 
 from posttrain.machine import cpu_info
 from posttrain.sandbox import SandboxSpec, open_sandbox
-from posttrain.sandbox.docker import DEFAULT_IMAGE
+from posttrain.sandbox.docker.sandbox import DEFAULT_IMAGE
 from posttrain.sandbox.environment import prepare_environment
 
 COMPOSE = f"""services:

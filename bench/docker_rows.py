@@ -16,8 +16,8 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
-from posttrain.sandbox.docker import DEFAULT_IMAGE
-from posttrain.sandbox.docker_engine import engine_cli
+from posttrain.sandbox.docker.cli import engine_cli
+from posttrain.sandbox.docker.sandbox import DEFAULT_IMAGE
 from posttrain.sandbox.environment import prepare_environment
 
 DOCKERFILE = (f"FROM {DEFAULT_IMAGE}\nWORKDIR /app\nCOPY data.txt /app/\n"

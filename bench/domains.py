@@ -21,12 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from posttrain.tasks.suites import generate
+from posttrain.machine import cpu_info  # noqa: E402
+from posttrain.tasks.suites import generate, probes_for, probes_module
 from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
-from posttrain.validate.domains import probes_for
 from posttrain.validate.runs import attempt
-from posttrain.machine import cpu_info  # noqa: E402
 
 SIZES = [("terminal-basics", []), ("finance", ["tokens=4000"]), ("finance", ["tokens=32000"]),
          ("finance", ["tokens=128000"]), ("longctx", ["tokens=4000"]), ("longctx", ["tokens=32000"]),
@@ -68,7 +67,7 @@ def grading(tmp: Path, n: int) -> list[dict]:
             verify_s.append(time.perf_counter() - t0)
             probes = agents.HACKS | probes_for(t)
             scores["best probe"].append(max(attempt(t, cfg, script=p(t)).reward for p in probes.values()))
-            module = __import__(f"posttrain.validate.domains.{suite}", fromlist=["PARTIAL"])
+            module = probes_module(suite)
             for name, make in module.PARTIAL.items():
                 scores.setdefault(name, []).append(attempt(t, cfg, script=make(t)).reward)
         row = {"suite": suite, "tasks": len(tasks), "oracle_attempt_s_median": round(statistics.median(verify_s), 2),

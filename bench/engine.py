@@ -28,7 +28,6 @@ import json
 import platform
 import sys
 import time
-
 from pathlib import Path
 
 import torch
@@ -39,11 +38,11 @@ from engine_speed import agreement, random_prompts, speed_section  # noqa: E402
 from engine_vllm import REPO, vllm_section  # noqa: E402
 
 from posttrain.engine.base import SamplingParams
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.dtypes import NAMES, choose_dtype
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.machine import cpu_info
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.dtypes import NAMES, choose_dtype
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 
 COPY_TEXT = [
     "def merge(a, b):\n    out = []\n    i = j = 0\n    while i < len(a) and j < len(b):\n",
@@ -60,7 +59,7 @@ def load_models(quick: bool) -> dict:
     tok = build_tokenizer(corpus, vocab_size=1024)
     models = {"in-process-small": (build_tiny_model(len(tok), preset="small", seed=0), tok)}
     try:
-        from posttrain.engine.gguf_import import ensure_model
+        from posttrain.models.gguf import ensure_model
 
         models["smollm2-135m"] = load_policy(ensure_model("smollm2-135m-instruct"))
     except Exception as e:  # noqa: BLE001 - the bench still runs on the in-process model
@@ -223,7 +222,7 @@ def main() -> None:
     res["exact"] = exact_section(model, q, fp32_b1[0] if fp32_b1 else None)
     save(args.json, res)
     if not args.no_vllm and real == "smollm2-135m":
-        from posttrain.engine.gguf_import import ensure_model
+        from posttrain.models.gguf import ensure_model
 
         res["vs_vllm"] = vllm_section(ensure_model("smollm2-135m-instruct"), model.config.vocab_size, q, dtypes,
                                       args.vllm_python)

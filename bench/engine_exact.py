@@ -15,13 +15,12 @@ import copy
 import time
 
 import torch
-
 from engine_speed import decode_row, random_prompts
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.exact_attention import use_exact_attention
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.kernels.exact_attention import use_exact_attention
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 

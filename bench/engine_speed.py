@@ -13,8 +13,8 @@ import time
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.train.logprobs import token_logprobs
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from posttrain.engine.servers import EngineServer, ServerSpec, free_port, worker_pythonpath
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, free_port, worker_pythonpath
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_SHAPES = [(1, 1, 256), (8, 4, 128), (32, 8, 64)]

@@ -26,14 +26,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from posttrain.machine import cpu_info  # noqa: E402
-
 from posttrain.engine.base import SamplingParams  # noqa: E402
-from posttrain.engine.gguf_import import ensure_model  # noqa: E402
-from posttrain.engine.local import LocalEngine  # noqa: E402
-from posttrain.engine.servers import EngineServer, ServerSpec, worker_pythonpath  # noqa: E402
-from posttrain.engine.tiny import load_policy  # noqa: E402
-from posttrain.engine.vllm_engine import VLLMEngine  # noqa: E402
+from posttrain.engine.clients.vllm import VLLMEngine  # noqa: E402
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath  # noqa: E402
+from posttrain.engine.paged.local import LocalEngine  # noqa: E402
+from posttrain.machine import cpu_info  # noqa: E402
+from posttrain.models.gguf import ensure_model  # noqa: E402
+from posttrain.models.tiny import load_policy  # noqa: E402
 from posttrain.rollout.conformance import PROBE_TEXTS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

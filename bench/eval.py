@@ -23,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evals"))
 
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy  # noqa: E402
+from scripted_server import Script, oracle_map, serve  # noqa: E402
+
 from posttrain.evals.launch import EvalRequest, evaluate  # noqa: E402
 from posttrain.machine import cpu_info  # noqa: E402
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy  # noqa: E402
 from posttrain.tasks.suites import terminal_basics  # noqa: E402
-from scripted_server import Script, oracle_map, serve  # noqa: E402
 
 
 def tiny_checkpoint(root: Path) -> Path:

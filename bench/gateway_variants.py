@@ -27,7 +27,7 @@ def model_dir(tmp: Path) -> tuple[str, str]:
     smol = Path.home() / ".cache/posttrain/models/smollm2-135m-instruct"
     if (smol / "config.json").exists():
         return str(smol), "smollm2-135m-instruct"
-    from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+    from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
     tok = build_tokenizer([CODE * 3] * 20, vocab_size=512)
     save_policy(build_tiny_model(len(tok), preset="small", seed=0), tok, tmp / "tiny")

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import load_policy, save_policy
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.stats import paired_compare
 from posttrain.machine import cpu_info
+from posttrain.models.tiny import load_policy, save_policy
 from posttrain.recipes.rl import evaluate, run_rl, single_turn_scores
-from posttrain.recipes.rl_env import build_env
 from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl_env import build_env
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics

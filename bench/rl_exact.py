@@ -27,13 +27,13 @@ import torch
 import torch.nn.functional as F
 
 import posttrain.train.packed as packed
-from posttrain.engine.exact_attention import exact_sdpa
-from posttrain.engine.gguf_import import ensure_model
-from posttrain.engine.tiny import build_tiny_model, load_policy
+from posttrain.kernels.exact_attention import exact_sdpa
+from posttrain.kernels.exact_linear import exact_linear
 from posttrain.machine import cpu_info, cpu_line
+from posttrain.models.gguf import ensure_model
+from posttrain.models.tiny import build_tiny_model, load_policy
 from posttrain.recipes.rl import run_rl
 from posttrain.recipes.rl_config import load_rl_config
-from posttrain.train.exact_linear import exact_linear
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 

@@ -24,9 +24,9 @@ import torch
 
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.process_engine import ProcessEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.engine.process import ProcessEngine
+from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
@@ -118,7 +118,7 @@ def measured_run(cfg: RolloutConfig, median_s: float, sigma: float, seed: int = 
                  events_path=None, engine_process: bool = True, obs_tokens: int = 0) -> dict:
     """One real pipeline run; returns steady-state numbers (steps after the first) and
     the per-group costs it measured. engine_process: the engine in a child process
-    (engine/process_engine.py), so the rollout threads and the trainer do not share an
+    (engine/process.py), so the rollout threads and the trainer do not share an
     interpreter with it; else in this process, as the default `posttrain rl` does."""
     torch.manual_seed(seed)
     n = 64

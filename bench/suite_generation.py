@@ -20,9 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from posttrain.tasks import suites
-from posttrain.tasks.suites import code_host, pypi
 from posttrain.machine import cpu_info  # noqa: E402
+from posttrain.tasks import suites
+from posttrain.tasks.suites.code import host as code_host
+from posttrain.tasks.suites.code import pypi
 
 
 def dir_bytes(root: Path) -> int:

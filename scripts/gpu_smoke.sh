@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 VLLM_PYTHON=${VLLM_PYTHON:?set VLLM_PYTHON to the python of a vLLM (GPU) environment}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-MODEL=$(.venv/bin/python -c "from posttrain.engine.gguf_import import ensure_model; print(ensure_model())")
+MODEL=$(.venv/bin/python -c "from posttrain.models.gguf import ensure_model; print(ensure_model())")
 .venv/bin/python -m posttrain.cli rl examples/rl_vllm.toml --set "runs_dir=\"$OUT\"" \
   --set "policy.init=\"$MODEL\"" --set "engines.python=\"$VLLM_PYTHON\"" --set rollout.steps=2 \
   --set 'engines.extra_args=["--gpu-memory-utilization", "0.3"]' >"$OUT/rl.log" 2>&1 \
@@ -20,8 +20,8 @@ import json, sys, time
 from pathlib import Path
 import torch
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import load_policy
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.models.tiny import load_policy
 
 run, model_dir = Path(sys.argv[1]), sys.argv[2]
 model, tok = load_policy(model_dir)

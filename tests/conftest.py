@@ -15,7 +15,7 @@ def one_thread():
 
 def _docker_engine_error() -> str | None:
     from posttrain.errors import SandboxError
-    from posttrain.sandbox.docker_engine import engine_cli
+    from posttrain.sandbox.docker.cli import engine_cli
 
     try:
         engine_cli()
@@ -58,8 +58,9 @@ def docker_task_env(docker_engine):
 @pytest.fixture(scope="session")
 def docker_tb1_tasks(tmp_path_factory, docker_task_env):
     """Three sound TB1-layout docker tasks, imported as Harbor task dirs."""
-    from posttrain.tasks.tb1 import import_tb1
     from tb1_docker_tasks import SOUND, write_suite
+
+    from posttrain.tasks.tb1.importer import import_tb1
 
     root = tmp_path_factory.mktemp("docker-tasks")
     write_suite(root / "tb1", {k: SOUND[k] for k in ("csv-total", "jq-active-users", "no-run-bit")})

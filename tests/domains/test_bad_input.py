@@ -12,7 +12,7 @@ import pytest
 
 from posttrain import cli
 from posttrain.errors import PosttrainError
-from posttrain.tasks.suites import EXTRAS, SUITES, suite_module
+from posttrain.tasks.suites import SUITES, suite_module
 
 OUT_OF_RANGE = {          # per suite: a knob value its Knobs (or its own check) refuses
     "terminal-basics": "families=nope",
@@ -61,7 +61,7 @@ def test_unknown_suite(tmp_path, generate_cli):
 
 def _extra_missing(suite: str) -> bool:
     """The suite's generation extra is absent (never in CI, which installs every extra)."""
-    if suite not in EXTRAS or os.environ.get("CI") == "true":
+    if SUITES[suite].extra is None or os.environ.get("CI") == "true":
         return False
     try:
         suite_module(suite)
@@ -74,7 +74,7 @@ def _extra_missing(suite: str) -> bool:
 def test_unknown_knob_and_knob_out_of_range(tmp_path, suite, generate_cli):
     out = tmp_path / "out"
     if _extra_missing(suite):  # then any generate names the extra to install, in one line
-        _one_line_error(generate_cli(out, "--suite", suite, "--knob", "colour=red"), f"the {EXTRAS[suite]} extra")
+        _one_line_error(generate_cli(out, "--suite", suite, "--knob", "colour=red"), f"the {SUITES[suite].extra} extra")
         _nothing_written(out)
         return
     _one_line_error(generate_cli(out, "--suite", suite, "--knob", "colour=red"), "colour")

@@ -15,11 +15,13 @@ except ImportError:
         raise
     pytest.skip("the cad extra is not installed: pip install -e '.[cad]'", allow_module_level=True)
 
-from posttrain.tasks import read_task  # noqa: E402
-from posttrain.tasks.suites import generate  # noqa: E402
-from posttrain.tasks.suites.cad import meshscore  # noqa: E402
-from posttrain.validate.domains import cad as probes  # noqa: E402
 from weakened import raised_by, validate_one, weaken  # noqa: E402
+
+from posttrain.tasks.suites import generate  # noqa: E402
+from posttrain.tasks.suites.cad import (
+    meshscore,  # noqa: E402
+    probes,  # noqa: E402
+)
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,10 @@ reward formula says: between the probes (0) and the oracle (1) where the formula
 credit (longctx here; cad in test_cad.py, code scratch tasks in the slow test_code_suite.py),
 and 0 where it is all or nothing (finance, terminal-tools; code bug fixes)."""
 
-import importlib
-
 import pytest
 
-from posttrain.tasks.suites import SUITES, generate
+from posttrain.tasks.suites import SUITES, generate, probes_module
 from posttrain.validate.config import ValidateConfig
-from posttrain.validate.domains import DOMAINS
 from posttrain.validate.runs import attempt
 
 # Where each domain suite's partial agents live; code ships its near misses in every task.
@@ -18,7 +15,7 @@ PARTIAL_SOURCES = {"finance": "PARTIAL", "longctx": "PARTIAL", "cad": "PARTIAL",
 
 
 def _partial(suite: str) -> dict:
-    return importlib.import_module(DOMAINS[suite]).PARTIAL
+    return probes_module(suite).PARTIAL
 
 
 def test_every_domain_suite_has_partial_agents():

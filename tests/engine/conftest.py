@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.models.tiny import build_tiny_model, build_tokenizer
 
 CORPUS = [
     f"<|user|>run step {i}: ls -la /app && cat file_{i}.txt | grep 'héllo wörld'<|end|>"
@@ -55,7 +55,7 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
-    from posttrain.engine.gguf_import import cache_dir
+    from posttrain.models.gguf import cache_dir
 
     path = cache_dir() / "models" / "smollm2-135m-instruct"
     if not (path / "config.json").is_file():

@@ -1,10 +1,10 @@
-"""keep_freed_memory: glibc's thresholds are set once per process (engine/allocator.py)."""
+"""keep_freed_memory: glibc's thresholds are set once per process (engine/paged/allocator.py)."""
 
 import platform
 
 import pytest
 
-from posttrain.engine.allocator import keep_freed_memory
+from posttrain.engine.paged.allocator import keep_freed_memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

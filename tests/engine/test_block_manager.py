@@ -3,8 +3,8 @@
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.block_manager import BlockManager
-from posttrain.engine.sequence import Sequence
+from posttrain.engine.paged.block_manager import BlockManager
+from posttrain.engine.paged.sequence import Sequence
 
 
 def seq(tokens):

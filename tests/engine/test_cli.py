@@ -6,9 +6,9 @@ import typer
 from typer.testing import CliRunner
 
 from posttrain.commands import models, serve
-from posttrain.engine.kv_cache import kv_bytes_per_token
-from posttrain.engine.planner import plan_kv, read_model_config
-from posttrain.engine.tiny import save_policy
+from posttrain.engine.paged.kv_cache import kv_bytes_per_token
+from posttrain.engine.paged.planner import plan_kv, read_model_config
+from posttrain.models.tiny import save_policy
 
 
 def app() -> typer.Typer:

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from posttrain.engine import dtypes
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.packed import PackedLinear
+from posttrain.engine.paged import dtypes
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.kernels.packed import PackedLinear
 
 AVX2_ONLY = ["fpu", "sse4_2", "avx2", "fma"]
 SAPPHIRE = AVX2_ONLY + ["avx512f", "avx512_bf16", "amx_tile", "amx_bf16"]

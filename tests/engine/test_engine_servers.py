@@ -9,12 +9,12 @@ import threading
 import pytest
 import torch
 
-from posttrain.engine.http_json import JSONClient
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.routing import AffinityRouter
-from posttrain.engine.served_config import EnginesConfig
-from posttrain.engine.vllm_engine import VLLMEngine
-from posttrain.engine.weight_files import staged_weights, unique_tensors
+from posttrain.engine.clients.http_json import JSONClient
+from posttrain.engine.clients.vllm import VLLMEngine
+from posttrain.engine.clients.weight_files import staged_weights, unique_tensors
+from posttrain.engine.fleet.config import EnginesConfig
+from posttrain.engine.fleet.routing import AffinityRouter
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import EngineError, PosttrainError
 from posttrain.rollout.conformance import GatedEngine
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.exact_attention import use_exact_attention
-from posttrain.engine.local import EngineConfig, LocalEngine
-from posttrain.engine.tiny import load_policy
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.kernels.exact_attention import use_exact_attention
+from posttrain.models.tiny import load_policy
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 

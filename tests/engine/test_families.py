@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.train.logprobs import token_logprobs
 
 COMMON = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,

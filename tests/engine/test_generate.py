@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 
@@ -98,7 +98,7 @@ def test_bad_prompts_raise(engine):
 
 
 def test_update_weights_copies_in_place_and_sets_version(tokenizer):
-    from posttrain.engine.tiny import build_tiny_model
+    from posttrain.models.tiny import build_tiny_model
 
     target = build_tiny_model(len(tokenizer), seed=5)
     eng = LocalEngine(build_tiny_model(len(tokenizer), seed=0), tokenizer)

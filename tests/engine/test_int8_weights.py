@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.int8_weights import INT8_ROWS, Int8Linear, quantize
-from posttrain.engine.local import LocalEngine
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.int8 import INT8_ROWS, Int8Linear, quantize
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.train.logprobs import token_logprobs
 
 needs_bf16 = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="oneDNN bf16 kernels missing")

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import EngineConfig, LocalEngine
-from posttrain.engine.planner import plan_kv
-from posttrain.engine.tiny import build_tiny_model
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.engine.paged.planner import plan_kv
+from posttrain.models.tiny import build_tiny_model
 
 PROMPT_LEN = 32768
 

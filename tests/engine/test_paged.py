@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import EngineConfig, LocalEngine
-from posttrain.engine.tiny import build_tiny_model
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.models.tiny import build_tiny_model
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 

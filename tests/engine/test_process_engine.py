@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.process_engine import EngineProcessError, ProcessEngine
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.engine.process import EngineProcessError, ProcessEngine
 
 PROMPTS = [[1, 5, 6, 7]] * 4 + [[1, 9, 8]] * 2
 

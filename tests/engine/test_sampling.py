@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posttrain.engine.sampling import make_generators, process_logits, sample_rows
+from posttrain.engine.paged.sampling import make_generators, process_logits, sample_rows
 
 CHI2_DF3_P001 = 16.27
 
@@ -33,7 +33,7 @@ def test_sampler_matches_distribution_and_skips_masked_tokens():
 def test_two_level_sampler_matches_distribution_across_chunks():
     """A vocabulary of several sampler chunks: mass on tokens at chunk edges and in the short
     last chunk is drawn in proportion, and masked tokens never."""
-    from posttrain.engine.sampling import CHUNK, Processed
+    from posttrain.engine.paged.sampling import CHUNK, Processed
 
     vocab = 3 * CHUNK + 100
     hot = torch.tensor([0, CHUNK - 1, CHUNK, 2 * CHUNK + 5, vocab - 1])
@@ -62,7 +62,7 @@ def test_greedy_rows_take_argmax_and_seeds_reproduce():
 def test_processed_rows_have_the_trainer_forms_bits(temperature, top_p, top_k):
     """In-place processing gives scaled - logsumexp(scaled) of the out-of-place scaling, bit for bit,
     for full rows and for the sampled tokens, with any mix of temperatures."""
-    from posttrain.engine.sampling import Processed, scale_logits
+    from posttrain.engine.paged.sampling import Processed, scale_logits
 
     logits = torch.randn(6, 3000, generator=torch.Generator().manual_seed(4)) * 4
     t = torch.tensor([temperature] * 5 + [1.0])  # a mixed batch: one row at T = 1
@@ -77,7 +77,7 @@ def test_processed_rows_have_the_trainer_forms_bits(temperature, top_p, top_k):
 
 
 def test_logsumexp_rows_has_torch_bits():
-    from posttrain.engine.sampling import _exp_and_logsumexp
+    from posttrain.engine.paged.sampling import _exp_and_logsumexp
 
     x = torch.randn(9, 5000, generator=torch.Generator().manual_seed(2)) * 30
     x[3] = float("-inf")  # an all -inf row: max is replaced by 0, as in ATen

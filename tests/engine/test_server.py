@@ -9,8 +9,8 @@ import pytest
 import uvicorn
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.remote import RemoteEngine
+from posttrain.engine.clients.openai import RemoteEngine
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
 from posttrain.serve.app import create_app
 

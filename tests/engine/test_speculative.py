@@ -2,7 +2,7 @@
 
 import torch
 
-from posttrain.engine.speculative import propose_ngram, verify_draft
+from posttrain.engine.paged.speculative import propose_ngram, verify_draft
 
 CHI2_DF4_P001 = 18.47  # chi-square critical value, 4 degrees of freedom, p = 0.001
 

@@ -3,14 +3,14 @@
 import pytest
 import torch
 
-from posttrain.engine.tiny import (
+from posttrain.errors import PosttrainError
+from posttrain.models.tiny import (
     SPECIAL_TOKENS,
     build_tiny_model,
     build_tokenizer,
     load_policy,
     save_policy,
 )
-from posttrain.errors import PosttrainError
 
 
 def test_special_tokens_come_first_in_order(tokenizer):

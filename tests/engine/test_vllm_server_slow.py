@@ -6,11 +6,11 @@ import torch
 from vllm_procs import alive_in
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.replicas import ReplicaSet
-from posttrain.engine.servers import EngineServer, ServerSpec, worker_pythonpath
-from posttrain.engine.tiny import load_policy
-from posttrain.engine.vllm_engine import VLLMEngine
+from posttrain.engine.clients.vllm import VLLMEngine
+from posttrain.engine.fleet.replicas import ReplicaSet
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath
 from posttrain.errors import EngineError, PosttrainError
+from posttrain.models.tiny import load_policy
 from posttrain.recipes.served_engine import check_tokenizer
 
 pytestmark = pytest.mark.slow

@@ -30,6 +30,6 @@ def alive_in(groups: set[int]) -> list[int]:
 
 
 def staged_dirs() -> set[str]:
-    from posttrain.engine.weight_files import shm_root
+    from posttrain.engine.clients.weight_files import shm_root
 
     return {p.name for p in shm_root().glob("posttrain-vllm-weights-*")}

@@ -5,12 +5,11 @@ import json
 import subprocess
 
 import pytest
+from compose_tasks import write_sidecar_task
 from typer.testing import CliRunner
 
 from posttrain.cli import _register_all, app
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
-
-from compose_tasks import write_sidecar_task
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli import _register_all, app
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
 pytestmark = pytest.mark.slow
 

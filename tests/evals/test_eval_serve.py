@@ -11,16 +11,15 @@ import json
 
 import pytest
 import torch
+from scripted_server import serve_app
 
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.launch import EvalRequest, evaluate
 from posttrain.evals.toolagent import SYSTEM_PROMPT
+from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.serve.app import create_app
 from posttrain.tasks import load_tasks
 from posttrain.tasks.suites import terminal_basics
-from scripted_server import serve_app
-
 
 # The embedded chat layout plus Hermes-style rendering of an assistant's structured tool calls.
 TEMPLATE = (

@@ -6,9 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from posttrain.cli import _register_all, app
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
-from posttrain.evals.textrun import prompt_lengths
 from posttrain.evals import taxonomy
+from posttrain.evals.textrun import prompt_lengths
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
 
 @pytest.fixture(scope="module")

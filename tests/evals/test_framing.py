@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from posttrain.agent.chat import ChatFramer
-from posttrain.engine.tiny import build_tokenizer
 from posttrain.agent.framing import TemplateFramer, framer_for
+from posttrain.models.tiny import build_tokenizer
 
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
           "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"

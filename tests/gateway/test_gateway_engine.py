@@ -6,9 +6,8 @@ import httpx
 import pytest
 from gateway_servers import Proc, free_port, gateway, running, toml_config
 
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.gateway.canary import probe_identity
-
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
 CODE = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from posttrain.agent.framing import TemplateFramer
-from posttrain.engine.tiny import build_tiny_model, save_policy
 from posttrain.errors import ConfigError, PosttrainError
+from posttrain.models.tiny import build_tiny_model, save_policy
 from posttrain.recipes.rl import run_rl
 from posttrain.recipes.rl_config import load_rl_config
 from posttrain.recipes.rl_env import build_env
@@ -142,7 +142,7 @@ def test_resume_with_overwrite_is_refused(tmp_path):
 def test_an_hf_checkpoint_is_sft_warm_started_in_its_template_when_asked(tmp_path, harbor_tasks, chatml_checkpoint):
     import shutil
 
-    from posttrain.engine.tiny import load_policy
+    from posttrain.models.tiny import load_policy
 
     root = shutil.copytree(harbor_tasks, tmp_path / "tasks")
     for d in root.iterdir():

@@ -5,8 +5,8 @@ import copy
 import pytest
 import torch
 
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.rollout.envs import SingleTurnEnv
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.rollout.weights import LockedEngine

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from posttrain.engine.local import EngineConfig, LocalEngine
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.weights import LockedEngine

@@ -72,7 +72,7 @@ def test_one_worker_whose_wave_fills_the_bound_does_not_deadlock(make_parts):
 def test_async_with_the_engine_in_a_child_process(make_parts, tokenizer):
     """Generation in another process, weights over shared memory: the staleness bound holds,
     step 0 samples from the trainer's own weights, and the sampled versions advance."""
-    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.engine.process import ProcessEngine
     from posttrain.rollout.weights import LockedEngine
 
     env, model, _ = make_parts()
@@ -237,7 +237,7 @@ def test_single_turn_episodes_run_in_the_engine_process_as_beside_the_trainer(ma
     """InEngineProcess: prompts tokenized, replies sampled, decoded and scored in the engine's
     child; the episodes are those the env gives run in this process over the same engine,
     and a synchronous run trains the same on either."""
-    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.engine.process import ProcessEngine
     from posttrain.rollout.envs import InEngineProcess
     from posttrain.rollout.weights import LockedEngine
     from posttrain.schedule.sampler import GroupJob
@@ -266,7 +266,7 @@ def test_single_turn_episodes_run_in_the_engine_process_as_beside_the_trainer(ma
 
 
 def test_a_rollout_that_fails_in_the_engine_process_is_an_error_there_and_it_goes_on(make_parts):
-    from posttrain.engine.process_engine import EngineProcessError, ProcessEngine
+    from posttrain.engine.process import EngineProcessError, ProcessEngine
     from posttrain.rollout.envs import InEngineProcess
     from posttrain.rollout.weights import LockedEngine
     from posttrain.schedule.sampler import GroupJob
@@ -291,7 +291,7 @@ def test_rollout_threads_that_wait_on_the_engine_process_run_on_its_core(make_pa
     import threading
 
     from posttrain.engine.affinity import split_cores
-    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.engine.process import ProcessEngine
     from posttrain.rollout.envs import InEngineProcess
     from posttrain.rollout.weights import LockedEngine
 
@@ -318,7 +318,7 @@ def test_publishing_follows_a_replaced_parameter(make_parts):
     builds it again when one is replaced."""
     import torch
 
-    from posttrain.engine.process_engine import ProcessEngine
+    from posttrain.engine.process import ProcessEngine
     from posttrain.rollout.weights import LockedEngine
 
     _, model, _ = make_parts()

@@ -13,7 +13,6 @@ import signal
 import time
 
 import pytest
-
 from tests_ray import require_ray  # noqa: E402
 
 ray = require_ray()
@@ -42,7 +41,7 @@ def address():
 def drivers():
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["torch", "ray", "transformers.models.llama.modeling_llama", "posttrain.recipes.rl",
-                                "posttrain.rollout.ray_executor"])
+                                "posttrain.rollout.executors.ray_executor"])
     return ctx
 
 

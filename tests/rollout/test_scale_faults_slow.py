@@ -8,18 +8,16 @@ import json
 import os
 import random
 import threading
-import time
 
 import pytest
-
 from tests_ray import local_cluster, require_ray, timing  # noqa: E402
 
 ray = require_ray()
 
+from posttrain.cluster.config import ClusterConfig  # noqa: E402
 from posttrain.recipes.rl import run_rl  # noqa: E402
 from posttrain.recipes.rl_config import load_rl_config  # noqa: E402
-from posttrain.rollout.config import ClusterConfig  # noqa: E402
-from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
+from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.slow
 KILLS_PER_KIND = 10

@@ -42,8 +42,8 @@ def test_a_restored_ledger_reissues_what_was_in_flight():
 
 
 def test_an_unreachable_address_fails_fast_and_bad_ranks_are_refused():
-    from posttrain.engine.tiny import build_tiny_model
-    from posttrain.rollout.ray_cluster import _reachable
+    from posttrain.cluster.ray_cluster import _reachable
+    from posttrain.models.tiny import build_tiny_model
     from posttrain.train.fsdp import check_shards
 
     with pytest.raises(PosttrainError, match="cannot reach a Ray cluster"):

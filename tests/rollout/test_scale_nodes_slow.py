@@ -4,16 +4,16 @@ current weights (and any sandbox actor that was on the lost node too), and the s
 ends with exactly the local executor's metrics."""
 
 import pytest
-
 from tests_ray import require_ray  # noqa: E402
 
 ray = require_ray()
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from posttrain.rollout.config import ClusterConfig, RolloutConfig  # noqa: E402
+from posttrain.cluster.config import ClusterConfig  # noqa: E402
+from posttrain.rollout.config import RolloutConfig  # noqa: E402
+from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
 from posttrain.rollout.pipeline import Pipeline  # noqa: E402
-from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
 from posttrain.schedule.sampler import TaskSampler  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 

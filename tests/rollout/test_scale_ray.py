@@ -6,16 +6,16 @@ wave runs again, and resources that can never be granted fail at start."""
 import json
 
 import pytest
-
 from tests_ray import local_cluster, require_ray, timing  # noqa: E402
 
 ray = require_ray()
 
+from posttrain.cluster.config import ClusterConfig  # noqa: E402
 from posttrain.errors import PosttrainError  # noqa: E402
-from posttrain.rollout.config import ClusterConfig, RolloutConfig  # noqa: E402
+from posttrain.rollout.config import RolloutConfig  # noqa: E402
 from posttrain.rollout.events import EventLog  # noqa: E402
+from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
 from posttrain.rollout.pipeline import Pipeline  # noqa: E402
-from posttrain.rollout.ray_executor import RayExecutor  # noqa: E402
 from posttrain.schedule.sampler import TaskSampler  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 

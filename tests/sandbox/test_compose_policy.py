@@ -8,7 +8,7 @@ import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
-from posttrain.sandbox.compose_policy import Limits, project
+from posttrain.sandbox.docker.compose_policy import Limits, project
 from posttrain.sandbox.environment import prepare_environment
 
 ENV = Path("/tasks/t/environment")

@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from compose_tasks import write_sidecar_task
 
 from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
-from posttrain.sandbox.docker_cleanup import prune
+from posttrain.sandbox.docker.cleanup import prune
 from posttrain.sandbox.pool import SandboxPool
 from posttrain.sandbox.reaper import reap
 from posttrain.tasks import read_task
-
-from compose_tasks import write_sidecar_task
 
 pytestmark = pytest.mark.slow
 PROJECT = "com.docker.compose.project"
@@ -138,11 +137,11 @@ def test_killed_owner_leaves_nothing(task, cleaner):
     ("services:\n  api: [not, a, service]\n", "compose config"),
 ])
 def test_bad_sidecars_are_one_clear_line_and_leave_nothing(tmp_path, docker_engine, compose, says):
+    from compose_tasks import BASE
+
     from posttrain.errors import SandboxError
     from posttrain.sandbox import SandboxSpec, open_sandbox
     from posttrain.sandbox.environment import prepare_environment
-
-    from compose_tasks import BASE
 
     env = tmp_path / "environment"
     env.mkdir()
@@ -161,10 +160,10 @@ def test_bad_sidecars_are_one_clear_line_and_leave_nothing(tmp_path, docker_engi
 
 def test_compose_only_task_with_a_prebuilt_main(tmp_path, docker_engine):
     """No Dockerfile: main runs `main`'s image; a sidecar from an image, no build at all."""
+    from compose_tasks import BASE
+
     from posttrain.sandbox import SandboxSpec, open_sandbox
     from posttrain.sandbox.environment import prepare_environment
-
-    from compose_tasks import BASE
 
     env = tmp_path / "environment"
     env.mkdir()

@@ -6,7 +6,7 @@ import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
-from posttrain.sandbox.bwrap_args import hidden_paths
+from posttrain.sandbox.bwrap.args import hidden_paths
 
 SITE = sorted(glob.glob("/usr/lib/python3/dist-packages") + glob.glob("/usr/local/lib/python3*/dist-packages"))
 

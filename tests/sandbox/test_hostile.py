@@ -234,10 +234,9 @@ def test_kernel_surface_blocked(hostile):
 def test_overwriting_the_runtime_binary(hostile):
     """The runc CVE-2019-5736 pattern: write the sandbox runtime through /proc/<pid>/exe."""
     import hashlib
-
     import shutil
 
-    from posttrain.sandbox.bwrap_args import find_bwrap
+    from posttrain.sandbox.bwrap.args import find_bwrap
 
     binary = Path(find_bwrap() if hostile.backend == "bwrap" else shutil.which("docker-init"))
     before = hashlib.sha256(binary.read_bytes()).hexdigest()

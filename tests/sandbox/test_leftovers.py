@@ -15,8 +15,9 @@ import time
 import pytest
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox import SandboxSpec, launch, open_sandbox
+from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox import capture as capture_module
+from posttrain.sandbox.bwrap import launch
 from posttrain.sandbox.reaper import reap
 
 MARKER = "4713.0917"
@@ -163,7 +164,8 @@ def test_a_command_whose_bwrap_died_during_setup_is_killed(state, host_pids, wai
 
 DIES_WHILE_BWRAP_STARTS = """
 import os, signal
-from posttrain.sandbox import open_sandbox, runner
+from posttrain.sandbox import open_sandbox
+from posttrain.sandbox.bwrap import runner
 real_spawn = runner.Namespace.spawn.__func__
 
 def spawn_then_die(cls, argv, pass_fds, info_w, info_r, **popen):

@@ -5,8 +5,8 @@ import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, hostdir, open_sandbox
-from posttrain.sandbox import bwrap as bwrap_module
-from posttrain.sandbox.limits import Limits, killed_by
+from posttrain.sandbox.bwrap import sandbox as bwrap_module
+from posttrain.sandbox.bwrap.limits import Limits, killed_by
 
 
 def test_defaults_and_validation():

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from posttrain.sandbox import SandboxSpec, launch, open_sandbox
+from posttrain.sandbox import SandboxSpec, open_sandbox
+from posttrain.sandbox.bwrap import launch
 from posttrain.sandbox.reaper import reap
 
 STRAY, YOUNG = "posttrain-0123456789ab", "posttrain-ba9876543210"

@@ -2,7 +2,7 @@
 
 import struct
 
-from posttrain.sandbox import seccomp
+from posttrain.sandbox.bwrap import seccomp
 
 
 def _rows(program: bytes):

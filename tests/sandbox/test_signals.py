@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from posttrain.engine.gguf_import import save_atomically
+from posttrain.models.gguf import save_atomically
 
 
 def _start(state, *args):

@@ -3,9 +3,9 @@ the real server around it on loopback."""
 
 import pytest
 import torch
-
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
 from serve_helpers import Served, corpus, train
+
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +27,7 @@ def model_dir(tmp_path_factory, agent_model, tok):
 
 @pytest.fixture(scope="module")
 def served(agent_model, tok):
-    from posttrain.engine.local import LocalEngine
+    from posttrain.engine.paged.local import LocalEngine
     from posttrain.serve.app import create_app
 
     s = Served(create_app(LocalEngine(agent_model, tok), "tiny-agent"))

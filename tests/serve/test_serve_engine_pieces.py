@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from serve_helpers import chat_text
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.local import LocalEngine
-from serve_helpers import chat_text
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
 
 
 @torch.inference_mode()

@@ -6,10 +6,10 @@ import time
 import httpx
 import pytest
 import torch
-
 from serve_helpers import Served, chat_text
-from posttrain.engine.config import EngineConfig
-from posttrain.engine.local import LocalEngine
+
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.serve.app import create_app
 
 LIST = [{"role": "user", "content": "list files"}]

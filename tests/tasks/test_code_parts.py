@@ -8,7 +8,11 @@ import pytest
 
 from posttrain.errors import PosttrainError
 from posttrain.tasks import suites
-from posttrain.tasks.suites import code, code_files, code_grade, code_mutate, pypi
+from posttrain.tasks.suites.code import files as code_files
+from posttrain.tasks.suites.code import grade as code_grade
+from posttrain.tasks.suites.code import mutate as code_mutate
+from posttrain.tasks.suites.code import pypi
+from posttrain.tasks.suites.code import suite as code
 
 SOURCE = '''import itertools
 

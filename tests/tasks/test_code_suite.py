@@ -13,7 +13,8 @@ import pytest
 
 from posttrain.errors import PosttrainError
 from posttrain.tasks import read_task
-from posttrain.tasks.suites import code, pypi
+from posttrain.tasks.suites.code import pypi
+from posttrain.tasks.suites.code import suite as code
 from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import task_dirs, validate_dirs

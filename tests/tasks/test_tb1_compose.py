@@ -3,12 +3,11 @@ variables and host log paths go, sidecars stay; a client-only file is dropped.""
 
 import pytest
 import yaml
+from compose_tasks import TB1_COMPOSE, write_tb1_sidecar_task
 
 from posttrain.errors import TaskError
-from posttrain.tasks.tb1 import import_tb1
-from posttrain.tasks.tb1_compose import harbor_compose
-
-from compose_tasks import TB1_COMPOSE, write_tb1_sidecar_task
+from posttrain.tasks.tb1.compose import harbor_compose
+from posttrain.tasks.tb1.importer import import_tb1
 
 
 def test_client_becomes_main_and_sidecars_stay():

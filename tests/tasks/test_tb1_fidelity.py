@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from posttrain.errors import TaskError
-from posttrain.tasks.tb1_fidelity import expand_heredocs, keystrokes
+from posttrain.tasks.tb1.fidelity import expand_heredocs, keystrokes
 
 
 def test_keystrokes_feed_the_program_they_start(tmp_path):

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
-from posttrain.tasks.suites import terminal_tools
+from posttrain.tasks.suites.terminal_tools import suite as terminal_tools
 
 
 def _digest(root: Path) -> str:

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import EngineConfig, LocalEngine
-from posttrain.engine.packed import PackedLinear
-from posttrain.engine.tiny import build_tiny_model
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.kernels.exact_linear import exact_linear
+from posttrain.kernels.packed import PackedLinear
+from posttrain.models.tiny import build_tiny_model
 from posttrain.train.batch import collate
-from posttrain.train.exact_linear import exact_linear
 from posttrain.train.logprobs import exact_token_logprobs
 from posttrain.train.packed import packed_logprobs
 from posttrain.types import Episode

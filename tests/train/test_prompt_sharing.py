@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from posttrain.engine.tiny import build_tiny_model
+from posttrain.models.tiny import build_tiny_model
 from posttrain.train.batch import collate
 from posttrain.train.logprobs import token_logprobs
 from posttrain.train.packed import packed_logprobs

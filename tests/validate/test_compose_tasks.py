@@ -4,11 +4,10 @@ docker-compose.yaml): the oracle passes, the no-op fails, and nothing is left ru
 import subprocess
 
 import pytest
+from compose_tasks import write_sidecar_task
 
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import task_dirs, validate_dirs
-
-from compose_tasks import write_sidecar_task
 
 pytestmark = pytest.mark.slow
 
@@ -29,9 +28,9 @@ def test_sidecar_task_validates_ok(tmp_path, docker_engine):
 
 
 def test_tb1_sidecar_task_imports_and_validates(tmp_path, docker_task_env):
-    from posttrain.tasks.tb1 import import_tb1
-
     from compose_tasks import write_tb1_sidecar_task
+
+    from posttrain.tasks.tb1.importer import import_tb1
 
     write_tb1_sidecar_task(tmp_path / "tb1")
     import_tb1(tmp_path / "tb1", tmp_path / "tasks")

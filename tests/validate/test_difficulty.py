@@ -10,7 +10,7 @@ import pytest
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.engine.base import Engine, SamplingParams
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.tasks.suites import terminal_basics
 from posttrain.types import Completion
 from posttrain.validate.difficulty import calibrate, label

@@ -5,13 +5,12 @@ sound task's oracle passes and its no-op fails; the defective ones are flagged."
 import os
 
 import pytest
+from tb1_docker_tasks import DEFECTIVE, SOUND, write_suite
 
 from posttrain.tasks import read_task
-from posttrain.tasks.tb1 import import_tb1
+from posttrain.tasks.tb1.importer import import_tb1
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import task_dirs, validate_dirs
-
-from tb1_docker_tasks import DEFECTIVE, SOUND, write_suite
 
 pytestmark = pytest.mark.slow
 

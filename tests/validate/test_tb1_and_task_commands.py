@@ -10,7 +10,7 @@ import pytest
 from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
 from posttrain.errors import TaskError
 from posttrain.tasks import read_task
-from posttrain.tasks.tb1 import import_tb1
+from posttrain.tasks.tb1.importer import import_tb1
 
 # A stand-in for pytest (no network in tests to install it): prints pytest's -rA summary lines.
 TEST_OUTPUTS = """import sys

@@ -13,8 +13,8 @@ Token-in/token-out as in ChatFramer: each piece is tokenised alone and appended.
 from __future__ import annotations
 
 from posttrain.agent.chat import END, SYSTEM_PROMPT, ChatFramer
-from posttrain.engine.tiny import CHAT_TEMPLATE
 from posttrain.errors import PosttrainError
+from posttrain.models.tiny import CHAT_TEMPLATE
 
 _MARK = "\x00REPLY\x00"
 

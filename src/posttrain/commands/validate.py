@@ -22,11 +22,11 @@ from posttrain.commands.checks import existing_dir, fraction, writable_file
 
 def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
     from posttrain.agent.config import AgentConfig
-    from posttrain.engine.base import SamplingParams
-    from posttrain.engine.local import LocalEngine
-    from posttrain.engine.tiny import load_policy
-    from posttrain.errors import ConfigError
     from posttrain.agent.framing import framer_for
+    from posttrain.engine.base import SamplingParams
+    from posttrain.engine.paged.local import LocalEngine
+    from posttrain.errors import ConfigError
+    from posttrain.models.tiny import load_policy
     from posttrain.validate.job import Policy
 
     if not (Path(path) / "config.json").is_file():

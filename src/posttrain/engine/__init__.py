@@ -1,1 +1,1 @@
-"""Generation engines: the in-process paged engine (LocalEngine), RemoteEngine, the tiny model."""
+"""Generation behind one interface (base.py): paged/ in-process, process.py in a child, clients/ over HTTP, fleet/ servers."""

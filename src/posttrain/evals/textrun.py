@@ -88,9 +88,9 @@ class TextExecutor:
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str) -> TextExecutor:
     """Load the checkpoint directory named by c.model into an embedded engine."""
-    from posttrain.engine.local import LocalEngine
-    from posttrain.engine.tiny import load_policy
     from posttrain.agent.framing import framer_for
+    from posttrain.engine.paged.local import LocalEngine
+    from posttrain.models.tiny import load_policy
 
     model, tokenizer = load_policy(c.model)
     max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)

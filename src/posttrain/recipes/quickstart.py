@@ -20,12 +20,12 @@ from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import LocalEngine
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, save_policy
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1, pass_scores
 from posttrain.evals.stats import paired_compare
 from posttrain.machine import cpu_info
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.recipes.config import QuickstartConfig
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.progress import Phases

@@ -24,8 +24,8 @@ import torch
 
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.local import EngineConfig, LocalEngine
-from posttrain.engine.process_engine import ProcessEngine
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.engine.process import ProcessEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from posttrain.errors import PosttrainError
 from posttrain.recipes.rl_config import RLRunConfig
-from posttrain.rollout.executor import LocalExecutor
+from posttrain.rollout.executors.base import LocalExecutor
 from posttrain.train.trainer import PolicyTrainer
 
 
@@ -26,7 +26,7 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
         import ray  # noqa: F401
     except ImportError as e:
         raise PosttrainError(f"cluster.executor = \"ray\" needs Ray: pip install -e '.[ray]' ({e})") from e
-    from posttrain.rollout.ray_executor import RayExecutor
+    from posttrain.rollout.executors.ray_executor import RayExecutor
 
     return RayExecutor(cfg.cluster, run_dir / "actors")
 

@@ -9,9 +9,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from posttrain.agent.config import AgentConfig
-from posttrain.engine.served_config import EnginesConfig
+from posttrain.cluster.config import ClusterConfig
+from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.recipes.config_io import load_model, resumed_config
-from posttrain.rollout.config import ClusterConfig, RolloutConfig
+from posttrain.rollout.config import RolloutConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 

@@ -14,8 +14,8 @@ from typing import Callable
 from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
-from posttrain.engine.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.errors import ConfigError, PosttrainError
+from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.recipes.domains import sandbox_tasks
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv

@@ -14,13 +14,13 @@ import json
 import threading
 from pathlib import Path
 
-from posttrain.engine.replicas import ReplicaSet
-from posttrain.engine.routing import AffinityRouter
-from posttrain.engine.servers import EngineServer, ServerSpec, worker_pythonpath
-from posttrain.engine.served_config import EnginesConfig
-from posttrain.engine.tiny import save_policy
-from posttrain.engine.vllm_engine import VLLMEngine
+from posttrain.engine.clients.vllm import VLLMEngine
+from posttrain.engine.fleet.config import EnginesConfig
+from posttrain.engine.fleet.replicas import ReplicaSet
+from posttrain.engine.fleet.routing import AffinityRouter
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath
 from posttrain.errors import PosttrainError
+from posttrain.models.tiny import save_policy
 from posttrain.rollout.conformance import PROBE_TEXTS, GatedEngine
 
 TOKENIZER_PROBES = PROBE_TEXTS + ["<|user|>héllo wörld<|end|>", "  spaces\tand\nnewlines  "]

@@ -131,7 +131,7 @@ class SingleTurnEnv:
 
 
 class InEngineProcess:
-    """`env`'s episodes run wholly in the engine's child process (engine/process_engine.py):
+    """`env`'s episodes run wholly in the engine's child process (engine/process.py):
     prompts tokenized, replies sampled, decoded and scored there, so the trainer's process
     only receives finished episodes and its interpreter is left to training. For envs whose
     episodes are CPU work besides generation (SingleTurnEnv); episodes that wait on sandboxes

@@ -10,7 +10,7 @@ import threading
 import time
 
 from posttrain.rollout.buffer import Group
-from posttrain.rollout.executor import WaveLost
+from posttrain.rollout.executors.base import WaveLost
 from posttrain.schedule.sampler import GroupJob
 
 MAX_WAVE_ATTEMPTS = 8  # a wave lost this many times in a row stops the run

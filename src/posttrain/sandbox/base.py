@@ -17,6 +17,14 @@ from posttrain.types import ExecResult
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 
 
+KILLED_EXIT = 137  # what a command killed by a limit or a deadline returns (SIGKILL's 128+9)
+
+
+def exit_code_of(returncode: int) -> int:
+    """A shell-style exit code: 128+N for a process killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 @dataclass
 class SandboxSpec:
     """What one sandbox may use. None means the backend's default."""

@@ -34,11 +34,11 @@ def create(backend: str, spec: SandboxSpec) -> Sandbox:
     """A new sandbox of the named backend; unknown names raise SandboxError."""
     reap_once()
     if backend == "bwrap":
-        from posttrain.sandbox.bwrap import BwrapSandbox
+        from posttrain.sandbox.bwrap.sandbox import BwrapSandbox
 
         return BwrapSandbox(spec)
     if backend == "docker":
-        from posttrain.sandbox.docker import DockerSandbox
+        from posttrain.sandbox.docker.sandbox import DockerSandbox
 
         return DockerSandbox(spec)
     if backend == "process":

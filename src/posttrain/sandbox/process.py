@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox.base import Sandbox, SandboxSpec
-from posttrain.sandbox.bwrap import KILLED_EXIT, exit_code_of
+from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, exit_code_of
 from posttrain.sandbox.capture import capture
 from posttrain.sandbox.hostdir import sandbox_path
 from posttrain.types import ExecResult

@@ -74,11 +74,11 @@ def _reclaim(root: Path, record: dict, report: ReapReport) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     if record.get("container"):          # a docker sandbox: its container goes too
-        from posttrain.sandbox.docker_cleanup import remove_container
+        from posttrain.sandbox.docker.cleanup import remove_container
 
         remove_container(record["container"])
     if record.get("compose_project"):    # a multi-container task: its sidecars, network, volumes
-        from posttrain.sandbox.docker_cleanup import remove_compose_project
+        from posttrain.sandbox.docker.cleanup import remove_compose_project
 
         remove_compose_project(record["compose_project"])
     for path in record.get("cgroups", []):

@@ -16,8 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import PlainTextResponse
 from jinja2 import TemplateError
 
-from posttrain.engine.paged import PagedEngine
-from posttrain.serve import render
+from posttrain.engine.paged.engine import PagedEngine
 from posttrain.serve.prompts import chat_prompt, prompt_token_lists
 from posttrain.serve.protocol import ChatRequest, CompletionRequest
 from posttrain.serve.server import Server

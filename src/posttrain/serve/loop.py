@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.paged import PagedEngine
+from posttrain.engine.paged.engine import PagedEngine
 
 
 @dataclass

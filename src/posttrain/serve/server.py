@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.paged import PagedEngine
+from posttrain.engine.paged.engine import PagedEngine
 from posttrain.serve import render
 from posttrain.serve.loop import EngineLoop, Handle
 from posttrain.serve.metrics import Metrics

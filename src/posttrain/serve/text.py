@@ -8,7 +8,7 @@ true hides them too, false shows every token (`<|end|>` included).
 
 from __future__ import annotations
 
-from posttrain.engine.tiny import ACTION_TOKENS
+from posttrain.models.tiny import ACTION_TOKENS
 
 
 class Detokenizer:

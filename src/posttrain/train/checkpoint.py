@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from posttrain.engine.tiny import save_policy
+from posttrain.models.tiny import save_policy
 
 
 def _rng_state() -> dict:

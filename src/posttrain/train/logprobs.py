@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from posttrain.engine.exact_attention import exact_attention_on
-from posttrain.train.exact_linear import exact_linears_on
+from posttrain.kernels.exact_attention import exact_attention_on
+from posttrain.kernels.exact_linear import exact_linears_on
 
 
 def check_temperature(temperature: float) -> None:
@@ -59,8 +59,8 @@ def token_logprobs(
 def exact_token_logprobs(
     model, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
 ) -> torch.Tensor:
-    """token_logprobs with exact attention (engine/exact_attention.py) and the engine's packed
-    linears (train/exact_linear.py): a batch_invariant fp32 engine's bits. Same shapes."""
+    """token_logprobs with exact attention (kernels/exact_attention.py) and the engine's packed
+    linears (kernels/exact_linear.py): a batch_invariant fp32 engine's bits. Same shapes."""
     with exact_attention_on(model), exact_linears_on(model):
         return token_logprobs(model, input_ids, attention_mask, temperature)
 

@@ -14,8 +14,8 @@ that do no work (padding), not by attention. This forward uses the model's own p
   there.
 
 The numbers are those of the HF forward to float rounding (tests/train/test_prompt_sharing.py).
-With exact=True attention runs in float64, rounded once (engine/exact_attention.py), and the
-linears through the engine's packed kernel (train/exact_linear.py): then a batch_invariant fp32
+With exact=True attention runs in float64, rounded once (kernels/exact_attention.py), and the
+linears through the engine's packed kernel (kernels/exact_linear.py): then a batch_invariant fp32
 engine's logprobs equal these bit for bit (tests/train/test_exact_logprobs.py).
 Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
 non-float32 weights) return None and the caller runs the HF forward.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from posttrain.engine.exact_attention import exact_sdpa
-from posttrain.engine.layers import rms_norm, rotary, signed_sines
+from posttrain.kernels.exact_attention import exact_sdpa
+from posttrain.kernels.exact_linear import exact_linear
+from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.train.batch import right_pad
-from posttrain.train.exact_linear import exact_linear
 from posttrain.train.logprobs import check_temperature, continuation_logprobs
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
@@ -63,7 +63,7 @@ class Arch:
         return attend(q, k, v, enable_gqa=self.heads != self.kv_heads, **kwargs)
 
     def linear(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-        """F.linear; exact: the engine's packed kernel (train/exact_linear.py), whose bits do not
+        """F.linear; exact: the engine's packed kernel (kernels/exact_linear.py), whose bits do not
         depend on the row or thread count (F.linear's do), on concatenated weights as well."""
         return exact_linear(x, w, b) if self.exact else F.linear(x, w, b)
 

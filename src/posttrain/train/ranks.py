@@ -86,7 +86,7 @@ class RankedTrainer:
                  resources: dict | None = None, log_dir: Path | None = None, timeout_s: float = 60.0):
         import ray
 
-        from posttrain.rollout.ray_cluster import bundle, placement
+        from posttrain.cluster.ray_cluster import bundle, placement
         from posttrain.train.fsdp import check_shards
 
         check_shards(model, ranks)

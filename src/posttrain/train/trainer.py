@@ -62,7 +62,7 @@ class RLConfig(BaseModel):
     share_prefix: bool = True
     # Packed forward: the last layer's queries, o_proj and MLP only on rows that make logits.
     trim_last_layer: bool = True
-    # Attention in float64, rounded once, in the trainer's logprob forward (engine/exact_attention.py):
+    # Attention in float64, rounded once, in the trainer's logprob forward (kernels/exact_attention.py):
     # with a batch_invariant fp32 engine the sampler's logprobs then equal the trainer's bit for bit
     # (no numerical mismatch left for TIS to correct). Costs trainer time (docs/rl.md).
     exact_logprobs: bool = False

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 from posttrain.tasks import Task
+from posttrain.tasks.suites import probes_for
 from posttrain.validate import agents, mutants
 from posttrain.validate.config import ValidateConfig
-from posttrain.validate.domains import probes_for
 from posttrain.validate.record import Check, skipped
 from posttrain.validate.runs import Attempt, attempt
 

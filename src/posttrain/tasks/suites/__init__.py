@@ -1,4 +1,4 @@
-"""Generated suites by name: one row per suite, each a module with SUITE, Knobs and build().
+"""Generated suites by name: one row per suite (generator, hack probes, extra), a folder or file each.
 
 A suite module exposes `SUITE` (its name) and either `Knobs` (a pydantic model of its
 difficulty knobs, ranges enforced) with `build(n, seed, split, knobs) -> list[Task]` (tasks
@@ -14,34 +14,56 @@ import importlib
 import shutil
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
 from posttrain.errors import PosttrainError
 
-SUITES = {  # name -> module; one line per suite
-    "terminal-basics": "posttrain.tasks.suites.terminal_basics",
-    "finance": "posttrain.tasks.suites.finance.suite",
-    "longctx": "posttrain.tasks.suites.longctx.suite",
-    "cad": "posttrain.tasks.suites.cad.suite",
-    "terminal-tools": "posttrain.tasks.suites.terminal_tools",
-    "code": "posttrain.tasks.suites.code",
+
+class Suite(NamedTuple):
+    """One generated suite: where its generator lives, its hack probes, the extra it needs."""
+
+    module: str               # SUITE, Knobs and build(), or generate()
+    probes: str | None = None  # a module with PROBES: {name: function(task) -> bash script}
+    extra: str | None = None   # the pyproject extra its generation needs
+
+
+SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
+    "terminal-basics": Suite("posttrain.tasks.suites.terminal_basics"),
+    "finance": Suite("posttrain.tasks.suites.finance.suite", "posttrain.tasks.suites.finance.probes"),
+    "longctx": Suite("posttrain.tasks.suites.longctx.suite", "posttrain.tasks.suites.longctx.probes"),
+    "cad": Suite("posttrain.tasks.suites.cad.suite", "posttrain.tasks.suites.cad.probes", extra="cad"),
+    "terminal-tools": Suite("posttrain.tasks.suites.terminal_tools.suite",
+                            "posttrain.tasks.suites.terminal_tools.probes"),
+    "code": Suite("posttrain.tasks.suites.code.suite"),
 }
-
-
-EXTRAS = {"cad": "cad"}  # suite -> the pyproject extra its generation needs
 
 
 def suite_module(name: str):
     if name not in SUITES:
         raise PosttrainError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}")
+    row = SUITES[name]
     try:
-        return importlib.import_module(SUITES[name])
+        return importlib.import_module(row.module)
     except ModuleNotFoundError as e:
-        if name not in EXTRAS or (e.name or "").startswith("posttrain"):
+        if row.extra is None or (e.name or "").startswith("posttrain"):
             raise
-        raise PosttrainError(f"suite {name} needs the {EXTRAS[name]} extra ({e.name} is not installed): "
-                             f"pip install -c constraints.txt -e '.[{EXTRAS[name]}]'") from None
+        raise PosttrainError(f"suite {name} needs the {row.extra} extra ({e.name} is not installed): "
+                             f"pip install -c constraints.txt -e '.[{row.extra}]'") from None
+
+
+def probes_module(domain: str):
+    """The module holding a domain's hack probes (and scripted partial agents), or None."""
+    row = SUITES.get(domain)
+    return importlib.import_module(row.probes) if row and row.probes else None
+
+
+def probes_for(task) -> dict:
+    """The hack probes of a task's domain, run beside the generic ones by `posttrain validate`:
+    like them, none may raise the reward above the no-op agent's (none for a domain without probes)."""
+    module = probes_module(task.domain)
+    return dict(module.PROBES) if module else {}
 
 
 def parse_knobs(module, pairs: list[str]):

@@ -1,0 +1,1 @@
+"""The longctx suite: retrieval and reasoning over a haystack grown to a token budget; its probes."""

@@ -1,0 +1,1 @@
+"""Engine servers posttrain starts, watches, routes across and updates: processes, not protocol."""

@@ -1,0 +1,299 @@
+"""PagedEngine: continuous batching over a paged KV cache with prefix caching and speculation.
+
+One `step()` = schedule -> drafts -> one packed forward -> sample/verify -> append (`generate()`
+runs steps until its requests finish; a server calls `add`/`step` itself).
+A GRPO group (identical prompts in one call) is prefilled once: after the first member's
+prefill the others fork its blocks (ref counts, copy-on-write of the partial last block).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from posttrain.engine.base import Engine, SamplingParams
+from posttrain.engine.paged.allocator import keep_freed_memory
+from posttrain.engine.paged.batching import append_tokens, pack
+from posttrain.engine.paged.block_manager import BlockManager
+from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.draft import draft_budget, propose_with_draft
+from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
+from posttrain.engine.paged.int8 import linear_for
+from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
+from posttrain.engine.paged.runner import ModelRunner
+from posttrain.engine.paged.sampling import Processed, make_generators, row_params
+from posttrain.engine.paged.scheduler import Scheduler
+from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
+from posttrain.engine.paged.sequence import Sequence
+from posttrain.engine.paged.speculative import propose_ngram, verify_draft
+from posttrain.kernels.packed import can_pack
+from posttrain.types import Completion
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    prefill_tokens: int = 0  # prompt tokens computed (cache hits excluded)
+    generated_tokens: int = 0
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    peak_allocated_slots: int = 0
+    peak_used_slots: int = 0
+
+
+def validate_prompts(prompts: list[list[int]], vocab_size: int, max_len: int | None, max_tokens: int):
+    """Raise ValueError with a clear message for empty, out-of-vocab or too-long prompts."""
+    if not prompts:
+        raise ValueError("generate needs at least one prompt")
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty")
+        if min(p) < 0 or max(p) >= vocab_size:
+            raise ValueError(f"prompt {i} has token ids outside [0, {vocab_size})")
+        if max_len is not None and len(p) >= max_len:
+            raise ValueError(f"prompt {i} has {len(p)} tokens; the context is {max_len}")
+
+
+class PagedEngine(Engine):
+    def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
+        self.config = config or EngineConfig()
+        self.device = torch.device(device)
+        if self.device.type == "cpu":
+            keep_freed_memory()
+        self.dtype = choose_dtype(self.config.dtype, self.device)
+        # shared with a trainer (its train/eval mode left alone), or a copy in another dtype
+        self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
+        self.tokenizer = tokenizer
+        self.policy_version = 0
+        # packed linears on CPU (a copy beside the model's): faster at small batches, batch-invariant in fp32
+        self.packed = can_pack(self.dtype.torch_dtype, self.device)
+        # exact (float64) attention: batch-invariant fp32 logprobs (kernels/exact_attention.py)
+        self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
+        self.attn_dtype = torch.float64 if self.exact_attention else None
+        self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
+        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear)
+        self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
+        self.num_blocks = self.config.num_blocks or self._default_num_blocks()
+        self.kv = self._new_kv(self.runner)
+        self.blocks = BlockManager(self.num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.config, self.blocks)
+        self.stats = EngineStats()
+        self.lock = threading.Lock()  # generate callers and the server loop step under it
+        self.draft = None
+        if self.config.spec_method == "draft":
+            if draft_model is None:
+                raise ValueError("spec_method='draft' needs a draft_model")
+            if draft_model.config.vocab_size != model.config.vocab_size:
+                raise ValueError("the draft model must share the target's vocabulary")
+            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
+                                     self.attn_dtype, self.linear)
+            self.draft_kv = self._new_kv(self.draft)
+
+    def _default_num_blocks(self) -> int:
+        r, c = self.runner, self.config
+        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, kv_store_dtype(c.kv_dtype, r.dtype))
+        want = c.max_num_seqs * self.max_model_len
+        cap = int(c.kv_memory_mb * 2**20 // per_token)
+        return max(min(want, cap) // c.block_size, 1)
+
+    def _new_kv(self, runner: ModelRunner) -> KVCache:
+        return KVCache(
+            runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
+            runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,
+        )
+
+    # ---- the Engine interface ------------------------------------------------------------
+
+    def update_weights(self, state_dict: dict, version: int) -> None:
+        """Copy new weights into the shared model in place and flush cached prefixes."""
+        with self.lock, torch.no_grad():
+            params = dict(self.model.named_parameters())
+            for name, value in state_dict.items():
+                if name in params:
+                    params[name].copy_(value)
+            self.runner.weights_changed()
+            self.blocks.flush()
+            self.policy_version = version
+
+    @torch.inference_mode()
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
+        """Thread-safe: concurrent callers' requests share steps (any caller's step advances all)."""
+        t0 = time.perf_counter()
+        with self.lock:
+            seqs = self.add(prompts, params)
+        while True:
+            with self.lock:
+                if all(s.finished for s in seqs):
+                    break
+                self.step()
+        wall = time.perf_counter() - t0
+        return [self.completion(s, generate_s=wall) for s in seqs]
+
+    def completion(self, seq: Sequence, **timings: float) -> Completion:
+        ttft = (seq.first_token_time or seq.arrival) - seq.arrival
+        return Completion(
+            list(seq.output), list(seq.logprobs), seq.finish_reason or "length",
+            policy_version=self.policy_version, timings={"ttft_s": ttft, **timings},
+        )
+
+    # ---- requests and steps ----------------------------------------------------------------
+
+    def check_request(self, prompts: list[list[int]], params: SamplingParams) -> None:
+        """Raise ValueError if these prompts can never run on this engine."""
+        validate_prompts(prompts, self.model.config.vocab_size, self.max_model_len, params.max_tokens)
+        longest = min(max(map(len, prompts)) + params.max_tokens, self.max_model_len)
+        need = self.blocks.blocks_for(longest + self.config.spec_tokens)
+        if need > self.num_blocks:
+            raise ValueError(f"a request needs {need} KV blocks but the cache has {self.num_blocks}")
+
+    @torch.inference_mode()
+    def score(self, prompt: list[int], top_k: int = 0) -> tuple[list[float | None], list[dict[int, float] | None]]:
+        """Prompt logprobs (raw, T = 1) of every prompt token and its top_k alternatives;
+        the first token has none. One plain forward of the shared model, under the lock."""
+        validate_prompts([prompt], self.model.config.vocab_size, self.max_model_len, 1)
+        with self.lock:
+            return prompt_logprobs(self.model, prompt, top_k, self.device)
+
+    def abort(self, seqs: list[Sequence]) -> None:
+        """Drop unfinished sequences (a client went away); their blocks are freed at once."""
+        for seq in seqs:
+            if seq.finished:
+                continue
+            seq.finish_reason = "abort"
+            seq.children = []
+            if seq in self.scheduler.waiting:
+                self.scheduler.waiting.remove(seq)
+            elif seq in self.scheduler.running:
+                self.scheduler.finish(seq)
+
+    def add(self, prompts: list[list[int]], params: SamplingParams, generators=None) -> list[Sequence]:
+        """Queue prompts; identical prompts in one call share one prefill (forked after it)."""
+        self.check_request(prompts, params)
+        gens = generators or make_generators(params.seed, len(prompts))
+        parents: dict[tuple, Sequence] = {}
+        seqs = []
+        for prompt, gen in zip(prompts, gens):
+            seq = Sequence(list(prompt), params, gen)
+            parent = parents.get(tuple(prompt))
+            if parent is None:
+                parents[tuple(prompt)] = seq
+                self.scheduler.add(seq)
+            else:
+                parent.children.append(seq)
+            seqs.append(seq)
+        return seqs
+
+    def step(self) -> list[Sequence]:
+        """One engine step; returns the sequences that received tokens."""
+        lookahead = self.config.spec_tokens if self.config.spec_method != "none" else 0
+        picked, copies = self.scheduler.schedule(lookahead)
+        self.kv.copy_blocks(copies)
+        if self.draft is not None:
+            self.draft_kv.copy_blocks(copies)
+        if not picked:
+            if self.scheduler.has_work():
+                raise RuntimeError("no sequence fits the KV cache; raise num_blocks")
+            return []
+        decodes = [s for s, _ in picked if s.num_to_compute == 1]
+        drafts = self._propose(decodes, {s: n - 1 for s, n in picked}) if lookahead else {}
+        feeds = []
+        for seq, n in picked:
+            d = drafts.get(seq, ([], None))[0]
+            feed = [seq.tokens[-1]] + d if seq.num_to_compute == 1 else seq.tokens[seq.num_computed : seq.num_computed + n]
+            feeds.append((seq, feed))
+        batch, rows = pack(feeds, self.config.block_size, self.device)
+        logits = self.runner.forward(batch, self.kv)
+        if self.draft is not None:  # keep the draft's KV in step with the target's
+            self.draft.forward(_no_logits(batch), self.draft_kv)
+        touched = self._sample(feeds, rows, logits, drafts)
+        self._account(feeds)
+        return touched
+
+    def _account(self, feeds) -> None:
+        self.stats.steps += 1
+        held = (self.num_blocks - self.blocks.num_free) * self.config.block_size
+        if held > self.stats.peak_allocated_slots:  # walk the tables only at a new peak
+            allocated, used = self.blocks.usage(self.scheduler.running)
+            if allocated > self.stats.peak_allocated_slots:
+                self.stats.peak_allocated_slots, self.stats.peak_used_slots = allocated, used
+        for seq in [s for s, _ in feeds if s.finished]:
+            self.blocks.register(seq)
+            self.scheduler.finish(seq)
+
+    def _sample(self, feeds, rows, logits, drafts) -> list[Sequence]:
+        """Sample or verify every sequence whose step reached its end; fork waiting children.
+
+        Plain rows (and newly forked group members) are sampled in one vectorised call.
+        """
+        row_seqs = [seq for (seq, _), rs in zip(feeds, rows) for _ in rs]
+        temp, top_p, top_k = row_params([s.params for s in row_seqs], self.device)
+        dist = Processed(logits.cpu(), temp.cpu(), top_p.cpu(), top_k.cpu())  # [M, V], in the logits' memory
+        touched, plain, at = [], [], 0
+        for (seq, feed), rs in zip(feeds, rows):
+            start, at = at, at + len(rs)
+            if seq.num_to_compute > 1:
+                self.stats.prefill_tokens += len(feed)
+            seq.num_computed += len(feed)
+            if not rs:
+                self.blocks.register(seq)
+                continue
+            for child in seq.children:  # group members share the prompt blocks, sample here
+                self.blocks.fork(seq, child)
+                self.scheduler.running.append(child)
+                plain.append((child, start))
+            seq.children = []
+            if seq in drafts:
+                self._emit(seq, *self._verify(seq, dist.logp(start, at), *drafts[seq]), dist, start)
+            else:
+                plain.append((seq, start))
+            touched.append(seq)
+        if plain:
+            ids, lps = dist.sample([r for _, r in plain], [s.generator for s, _ in plain])
+            for (seq, row), tok, lp in zip(plain, ids.tolist(), lps.tolist()):
+                self._emit(seq, [tok], [lp], dist, row)
+        for child, _ in plain:
+            if child not in touched and child.finished:
+                self.scheduler.finish(child)
+        return touched
+
+    def _verify(self, seq, logp, draft, draft_logp) -> tuple[list[int], list[float]]:
+        toks, lps = verify_draft(logp, draft, seq.params.temperature <= 0, seq.generator, draft_logp)
+        accepted = len(toks) - 1
+        self.stats.spec_proposed += len(draft)
+        self.stats.spec_accepted += accepted
+        # propose more after a full accept, fewer after a rejection (verify compute is not free)
+        seq.spec_k = min(2 * len(draft), self.config.spec_tokens) if accepted == len(draft) else accepted + 1
+        return toks, lps
+
+    def _emit(self, seq: Sequence, toks: list[int], lps: list[float], dist: Processed, row: int) -> None:
+        """Append sampled tokens; toks[i] came from row `row + i` of the step's distributions."""
+        if seq.first_token_time is None:
+            seq.first_token_time = time.perf_counter()
+        before = len(seq.tokens)
+        append_tokens(seq, toks, lps, self.max_model_len, self.tokenizer)
+        self.stats.generated_tokens += len(seq.tokens) - before
+        if seq.params.top_logprobs:
+            logp = dist.logp(row, row + len(seq.tokens) - before)
+            seq.top_logprobs += top_alternatives(logp, seq.params.top_logprobs)
+        seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
+        self.blocks.register(seq)
+
+    def _propose(self, decodes: list[Sequence], room: dict) -> dict:
+        """Draft tokens per decoding sequence: n-gram prompt lookup or the draft model."""
+        if self.draft is not None:
+            return propose_with_draft(self, decodes, room)
+        c, out = self.config, {}
+        for seq in decodes:
+            k = draft_budget(self, seq, room.get(seq, 0))
+            d = propose_ngram(seq.tokens, k, c.ngram_max, c.ngram_min) if k > 0 else []
+            if d:
+                out[seq] = (d, None)
+        return out
+
+
+def _no_logits(batch):
+    """The same batch asking for no logits (the draft only needs its KV written)."""
+    return replace(batch, logits_index=batch.logits_index[:0])

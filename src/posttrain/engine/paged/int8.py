@@ -1,0 +1,58 @@
+"""Weight-only int8 linears for bf16 decode on CPU (`EngineConfig(weights="int8")`, opt-in, lossy).
+
+Each output channel's weights are rounded to int8 with a symmetric scale (its max |w| / 127).
+Calls of at most INT8_ROWS rows (single-sequence decode, where a step streams every weight from
+memory) run ATen's int8 weight GEMM (`_weight_int8pack_mm`: half the bytes of bf16); calls of
+more rows run the usual packed bf16 GEMM on the dequantized weights (int8 x scale), so every row
+sees the same quantized model, though not with the same rounding at 1-2 rows as at more. The int8
+copy follows its source parameters like any packed copy (kernels/packed.py): RL weight updates
+requantize it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posttrain.kernels.packed import PackedLinear
+
+INT8_ROWS = 2  # up to this many rows the int8 kernel beats bf16 GEMM (SmolLM2: 1.3x at 1 row, 1.2x at 2)
+
+
+def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-output-channel symmetric int8: weight [N, K] -> (int8 [N, K], float32 scales [N])."""
+    w = weight.detach().float()
+    scale = w.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127
+    return torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8), scale
+
+
+class Int8Linear(PackedLinear):
+    """A PackedLinear over int8-rounded weights: the int8 kernel for few rows, packed bf16 GEMM otherwise."""
+
+    def __init__(self, *linears: torch.nn.Linear):
+        super().__init__(*linears, pack=True)
+        self.int8 = None  # (int8 weights [N, K], scales [N] in the compute dtype)
+
+    def _transform(self, weight: torch.Tensor) -> torch.Tensor:
+        q, scale = quantize(weight)
+        self.int8 = (q, scale.to(weight.dtype))
+        return (q.float() * scale[:, None]).to(weight.dtype)  # dequantized, for the packed GEMM
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > INT8_ROWS:
+            return super().__call__(x)  # the packed GEMM on the dequantized weights
+        if self.key != self._key():
+            self._refresh()
+        y = torch.ops.aten._weight_int8pack_mm(x.contiguous(), *self.int8)
+        return y if self.bias is None else y + self.bias.detach()
+
+
+def linear_for(weights: str, dtype: torch.dtype, device: torch.device):
+    """The engine's linear class for EngineConfig.weights: None (its default) or Int8Linear.
+
+    int8 is for bf16 compute on CPU: with fp32 activations the int8 kernel is slower than fp32 GEMM."""
+    if weights == "compute":
+        return None
+    if device.type != "cpu" or dtype != torch.bfloat16 or not torch.backends.mkldnn.is_available():
+        raise ValueError(f"weights='int8' needs bfloat16 compute on a CPU (this engine computes in {dtype} on "
+                         f"{device.type}): give dtype='bfloat16', or 'auto' on a CPU with AVX-512-BF16 or AMX")
+    return Int8Linear

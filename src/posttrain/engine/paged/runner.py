@@ -1,0 +1,120 @@
+"""Model runner: the forward pass of an HF Llama/Qwen2-family decoder over a paged KV cache.
+
+It reads the HF model's own parameters, so it shares weights with a trainer in-process, and
+calls its embedding, rotary embedding and activation; the rest is its own loop with HF's bits
+(checked against HF's forward in the tests): RMSNorm and rotary from kernels/layers.py, q/k/v
+and gate/up as fused GEMMs (kernels/packed.py), and attention (engine/paged/attention.py): tokens of
+many sequences are packed flat, K/V are written to their slots and read back through each
+sequence's block table.
+
+With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16),
+which is faster and batch-invariant (a token's logits do not depend on how many tokens share its
+step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
+float64 (kernels/exact_attention.py), so its result does not depend on the order the paged
+layout sums in either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from posttrain.engine.paged.attention import attend, build_plan
+from posttrain.engine.paged.kv_cache import KVCache
+from posttrain.kernels.layers import rms_norm, rotary, signed_sines
+from posttrain.kernels.packed import linears_of
+
+SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
+
+
+@dataclass
+class Batch:
+    """One step's packed tokens. N tokens over S sequences; M positions need logits."""
+
+    input_ids: torch.Tensor  # [N]
+    positions: torch.Tensor  # [N]
+    slots: torch.Tensor  # [N] KV slot each token writes
+    q_lens: list[int]  # [S] tokens computed per sequence this step
+    ctx_lens: list[int]  # [S] KV length per sequence after this step
+    block_tables: list[list[int]]  # [S]
+    logits_index: torch.Tensor  # [M] rows of the packed tokens whose next-token logits we need
+
+
+class ModelRunner:
+    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None):
+        cfg = model.config
+        if cfg.model_type not in SUPPORTED:
+            raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
+        self.model = model
+        self.config = cfg
+        self.num_heads = cfg.num_attention_heads
+        self.num_kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.num_layers = cfg.num_hidden_layers
+        self.dtype = next(model.parameters()).dtype
+        self.device = next(model.parameters()).device
+        # share the model's weights (packed: a copy that follows them); linear: another class (int8)
+        self.linears = linears_of(model, packed, linear)
+        self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
+        self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (kernels/exact_attention.py)
+        self.specs = layer_specs(model, self.linears)
+        self.final_norm = _norm_args(model.model.norm)
+
+    def weights_changed(self) -> None:
+        """Repack before the next forward (in-place updates are also caught by version)."""
+        for layer in self.linears:
+            for lin in layer.values():
+                lin.invalidate()
+
+    def forward(self, batch: Batch, kv: KVCache) -> torch.Tensor:
+        """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
+        inner = self.model.model
+        h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
+        cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
+        cos, sin = cos[0].unsqueeze(1), signed_sines(sin[0].unsqueeze(1))  # [N, 1, D]
+        plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
+        kv.clear_fresh_blocks(batch.slots)
+        h = h[0]
+        for li, spec in enumerate(self.specs):
+            h = self._layer(li, spec, h, cos, sin, plan, batch.slots, kv)
+        h = rms_norm(h.index_select(0, batch.logits_index), *self.final_norm)
+        return self.linears[-1]["head"](h).float()
+
+    def _layer(self, li: int, spec: "LayerSpec", h, cos, sin, plan, slots, kv: KVCache) -> torch.Tensor:
+        n, heads, kv_heads = h.shape[0], self.num_heads, self.num_kv_heads
+        qkv = spec.lin["qkv"](rms_norm(h, *spec.norm1)).view(n, -1, self.head_dim)
+        qk = qkv[:, : heads + kv_heads]
+        normed = qk if spec.qk_norm is None else torch.cat(  # Qwen3: per-head norms of q and of k first
+            [spec.qk_norm[0](qk[:, :heads]), spec.qk_norm[1](qk[:, heads:])], dim=1)
+        qk.copy_(rotary(normed, cos, sin))  # roped in place: K and V then sit side by side in qkv
+        q = qkv[:, :heads]
+        kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
+        o = attend(q, kv, li, plan, spec.scaling, self.attn_dtype)  # [N, H, D]
+        h = h + spec.lin["o"](o.reshape(n, -1))
+        gate, up = spec.lin["gate_up"](rms_norm(h, *spec.norm2)).chunk(2, dim=-1)
+        return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
+
+
+class LayerSpec(NamedTuple):
+    """What one decoder layer's forward reads, looked up once (nn.Module attribute access is slow)."""
+
+    norm1: tuple  # (weight, eps) of input_layernorm
+    norm2: tuple  # of post_attention_layernorm
+    scaling: float
+    qk_norm: tuple | None  # Qwen3's (q_norm, k_norm) modules
+    lin: dict
+
+
+def _norm_args(module) -> tuple:
+    """An HF RMSNorm module's (weight, eps), for the fused kernel (Llama/Qwen families)."""
+    return module.weight, module.variance_epsilon
+
+
+def layer_specs(model, linears: list[dict]) -> list[LayerSpec]:
+    return [LayerSpec(_norm_args(layer.input_layernorm), _norm_args(layer.post_attention_layernorm),
+                      layer.self_attn.scaling,
+                      (layer.self_attn.q_norm, layer.self_attn.k_norm) if hasattr(layer.self_attn, "q_norm") else None,
+                      lin)
+            for layer, lin in zip(model.model.layers, linears)]

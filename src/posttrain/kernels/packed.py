@@ -1,0 +1,117 @@
+"""Linear layers with their weights pre-packed for the CPU GEMM libraries torch ships.
+
+fp32 goes through MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), bf16 through oneDNN
+(`torch.ops.mkldnn._linear_pointwise`, AMX/AVX-512-BF16 kernels): packing once saves the
+per-call weight reorder that dominates small-batch decode. MKL's packed path gives every row
+the same bits whatever the row count, equal to plain `F.linear` at >= 16 rows (the trainer's
+forward), so fp32 decode is batch-invariant; for the few shapes where a single row takes
+another path (probed when packing), a 1-row call runs as two rows. MKL's packed kernel is slow for
+many rows (1.4x slower than plain sgemm on a 49k-vocab head at 48 rows, 2.2x at 96), so at one
+thread fp32 calls of UNPACKED_ROWS or more rows (UNPACKED_ROWS_WIDE for a vocab-wide head) take
+plain `F.linear`, which gives the same bits from 16 rows on (at more threads plain sgemm splits
+its sums differently, so the packed kernel stays). A packed copy
+follows its source parameter: it is rebuilt when the parameter was modified in place (its version
+counter moved). Several linears reading the same input (q/k/v, gate/up) run as one fused call on
+their concatenated weights: fewer, larger GEMMs at a decode step's few rows, with the same bits
+per output column as each linear alone (both kernels; checked on SmolLM2's shapes).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+PACK_HINT = 16  # the batch size MKL packs for; any row count gives the same bits
+UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
+UNPACKED_ROWS_WIDE = 24  # the same for outputs of WIDE or more (a vocab head: 1.4x faster at 48 rows)
+WIDE = 16384
+
+
+def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
+    """Packed kernels exist for fp32 (MKL) and bf16 (oneDNN) on CPU builds that have them."""
+    if device.type != "cpu":
+        return False
+    if dtype == torch.float32:
+        return torch.backends.mkl.is_available()
+    return dtype == torch.bfloat16 and torch.backends.mkldnn.is_available()
+
+
+class PackedLinear:
+    """y = x W^T + b over one nn.Linear, or several side by side (outputs concatenated in order),
+    with W packed once for the CPU kernels (pack=False: plain F.linear on the same weights)."""
+
+    def __init__(self, *linears: torch.nn.Linear, pack: bool = True):
+        self.sources = linears
+        self.pack = pack
+        self.key = None
+        self.weight = linears[0].weight if len(linears) == 1 else None  # the concatenation, when fused
+        self.bias = linears[0].bias if len(linears) == 1 else None
+        self.packed = None
+        self.pad_single = False  # run 1-row calls as 2 rows: MKL takes another path for a few shapes
+
+    def _key(self) -> tuple:
+        # an inference tensor has no version counter: update_weights invalidates
+        return tuple((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
+                     for w in (lin.weight for lin in self.sources))
+
+    def invalidate(self) -> None:
+        self.key = None
+
+    def _refresh(self) -> None:
+        with torch.no_grad():
+            if len(self.sources) > 1:
+                self.weight = torch.cat([lin.weight.detach() for lin in self.sources])
+                biases = [lin.bias for lin in self.sources]
+                self.bias = None if all(b is None for b in biases) else torch.cat(
+                    [b.detach() if b is not None else lin.weight.new_zeros(lin.out_features)
+                     for b, lin in zip(biases, self.sources)])
+            else:
+                self.weight = self.sources[0].weight
+            self.weight = self._transform(self.weight)
+        if self.pack:
+            self._pack()
+        self.key = self._key()
+
+    def _transform(self, weight: torch.Tensor) -> torch.Tensor:
+        """The weights the GEMM multiplies by (a subclass rounds them: engine/paged/int8.py)."""
+        return weight
+
+    def _pack(self) -> None:
+        w = self.weight.detach()
+        if w.dtype == torch.float32:
+            self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
+        else:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
+        self.pad_single = False
+        if w.dtype == torch.float32:  # probe once: does one row get the bits it gets among others?
+            probe = torch.randn(2, w.shape[1], generator=torch.Generator().manual_seed(0)).to(w.device)
+            self.pad_single = not torch.equal(self._call(probe[:1]), self._call(probe)[:1])
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.detach()
+        if self.weight.dtype == torch.float32:
+            return torch.ops.mkl._mkl_linear(x, self.packed, self.weight.detach(), bias, x.shape[0])
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.key != self._key():
+            self._refresh()
+        plain = not self.pack or (self.weight.dtype == torch.float32 and torch.get_num_threads() == 1
+                                  and x.shape[0] >= (UNPACKED_ROWS_WIDE if len(self.weight) >= WIDE else UNPACKED_ROWS))
+        if plain:
+            return F.linear(x, self.weight.detach(), None if self.bias is None else self.bias.detach())
+        if self.pad_single and x.shape[0] == 1:
+            return self._call(x.expand(2, -1).contiguous())[:1]
+        return self._call(x)
+
+
+def linears_of(model, packed: bool, linear=None) -> list[dict]:
+    """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused), and the lm_head as
+    layer -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
+    make = linear or (lambda *mods: PackedLinear(*mods, pack=packed))
+    out = []
+    for layer in model.model.layers:
+        a, m = layer.self_attn, layer.mlp
+        out.append({"qkv": make(a.q_proj, a.k_proj, a.v_proj), "o": make(a.o_proj),
+                    "gate_up": make(m.gate_proj, m.up_proj), "down": make(m.down_proj)})
+    return out + [{"head": make(model.lm_head)}]

@@ -1,0 +1,1 @@
+"""The default backend: namespaces, seccomp, rlimits, cgroups and a warm in-sandbox runner."""

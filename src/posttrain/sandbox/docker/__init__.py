@@ -1,0 +1,1 @@
+"""The container backend over the Docker or Podman CLI: images by content hash, compose sidecars."""

@@ -1,0 +1,286 @@
+"""The docker backend: a container per sandbox, built from the task's environment/.
+
+Isolation, as strict as bwrap where the engine allows (docs/sandbox.md, threat model):
+no network unless the spec says public; the engine's default seccomp profile; every
+capability dropped; no new privileges; a read-only root filesystem; a random
+unprivileged host uid (bwrap's `sandbox_host_uid`) unless the spec asks for root, which
+gets a writable root and the few capabilities package managers need; memory (swap
+included), pids and CPU limits; /app, /tmp and /logs bound from the sandbox's host dir
+(a tmpfs of `disk_mb`), /tests and /solution bound read-only from staged dirs and filled
+only for the command that asks. The image's own /app is copied into the host dir first.
+
+A timeout, an output flood or stop_processes() freezes the container and kills every
+process but its init from the host (a cancelled `docker exec` client leaves its
+process running); when the cgroup is not visible the container is killed and started.
+
+A task with environment/docker-compose.yaml also gets its sidecars (compose.py):
+they start first, on the project's internal network, which this container then joins.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+import uuid
+from pathlib import Path
+
+from posttrain.errors import SandboxError
+from posttrain.sandbox import hostdir
+from posttrain.sandbox.base import Sandbox, SandboxSpec
+from posttrain.sandbox.capture import capture
+from posttrain.sandbox.docker import build as docker_build
+from posttrain.sandbox.docker import cli as engine
+from posttrain.sandbox.docker import compose as docker_compose
+from posttrain.sandbox.docker.cgroup import ContainerCgroup
+from posttrain.sandbox.docker.compose_policy import Limits
+from posttrain.types import ExecResult
+
+DEFAULT_IMAGE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
+ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
+DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_DISK_MB, SHM_MB = 2048, 512, 2048, 64
+
+
+class DockerSandbox(Sandbox):
+    """One container; started by the first exec, after build_environment() if any."""
+
+    _app_tars: dict[str, bytes] = {}      # image -> its /app as a tar (tags are content hashes)
+
+    def __init__(self, spec: SandboxSpec):
+        self.cli, self.spec = engine.engine_cli(), spec
+        self.id = f"posttrain-{uuid.uuid4().hex[:12]}"
+        self.as_root = spec.user in ("root", "0")
+        self.verifier_root = (spec.verifier_user or spec.user) in ("root", "0")
+        self.uid = None if self.as_root else hostdir.sandbox_host_uid()
+        self.root, self.tmpfs = hostdir.create_root(self.id, spec.disk_mb or DEFAULT_DISK_MB,
+                                                    self.uid)
+        for point in spec.mount_points:
+            (self.root / "mnt" / point.strip("/").replace("/", "_")).mkdir()
+        hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs)
+        self.image, self.build = DEFAULT_IMAGE, None
+        self.cgroup: ContainerCgroup | None = None
+        self.compose: docker_compose.ComposeProject | None = None
+        self._started = self._closed = False
+        self.enforcement = {"memory": "docker cgroup", "pids": "docker cgroup",
+                            "disk": "tmpfs" if self.tmpfs else "none",
+                            "root_fs": "writable" if self._writable_root else "read-only",
+                            "user": "root" if self.as_root else f"uid {self.uid or 'image'}"}
+
+    @property
+    def _writable_root(self) -> bool:
+        return self.as_root or self.verifier_root
+
+    def build_environment(self, env_dir: Path) -> None:
+        """Build (or take from the cache) the image of the task's environment/, and prepare
+        its sidecars when it has a docker-compose.yaml (compose.py)."""
+        if self._started:            # a pooled sandbox given a task: start afresh from its image
+            self._remove_containers()
+        env_dir, self.image, self.build = Path(env_dir), DEFAULT_IMAGE, None
+        if (env_dir / "Dockerfile").is_file():
+            self.build = docker_build.build(self.cli, env_dir, self.spec.build_timeout_s or 600)
+            self.image = self.build.image
+        if docker_compose.compose_file(env_dir):
+            self._prepare_compose(env_dir)
+
+    def _prepare_compose(self, env_dir: Path) -> None:
+        s = self.spec
+        limits = Limits(s.memory_mb or DEFAULT_MEMORY_MB, s.pids or DEFAULT_PIDS, s.cpus,
+                        s.network == "public", {engine.LABEL: str(os.getpid())})
+        harbor = {"MAIN_IMAGE_NAME": self.image, "CONTEXT_DIR": str(env_dir.resolve()),
+                  "CPUS": str(s.cpus or 1), "MEMORY": f"{limits.memory_mb}M"}
+        for var, path in (("VERIFIER_LOGS", "logs/verifier"), ("AGENT_LOGS", "logs/agent"),
+                          ("ARTIFACTS", "logs/artifacts")):     # Harbor's names
+            harbor[f"ENV_{var}_PATH"], harbor[f"HOST_{var}_PATH"] = f"/{path}", str(self.root / path)
+        self.compose = docker_compose.ComposeProject(self.cli, env_dir, self.id, self.root,
+                                                     limits, {**s.env, **harbor})
+        hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs,
+                            compose_project=self.id)
+        request = self.compose.prepare(s.build_timeout_s or 600)
+        s.env.update(request.environment)
+        s.workdir = request.working_dir or s.workdir
+        if self.build is None and request.image:       # main from a prebuilt image
+            self.image = docker_build.map_base(request.image, docker_build.base_map())
+            docker_build.ensure_base(self.cli, self.image)
+
+    def _run_args(self) -> list[str]:
+        s = self.spec
+        memory = s.memory_mb or DEFAULT_MEMORY_MB
+        args = ["run", "-d", "--name", self.id, "--label", f"{engine.LABEL}={os.getpid()}",
+                *self._network_args(), *engine.run_flags(self.cli), "--init",
+                "--hostname", "sandbox", "--ipc", "private", "--shm-size", f"{SHM_MB}m",
+                "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+                "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
+                "--pids-limit", str(s.pids or DEFAULT_PIDS), "-e", "HOME=/app"]
+        if self._writable_root:    # root gets the few capabilities package managers need
+            args += [a for cap in ROOT_CAPS for a in ("--cap-add", cap)]
+        else:
+            args += ["--read-only"]
+        if s.cpus:
+            args += ["--cpus", str(s.cpus)]
+        for name in hostdir.WRITABLE:
+            args += ["-v", f"{self.root / name}:/{name}"]
+        for point in s.mount_points:
+            args += ["-v", f"{self._staged(point)}:{point}:ro"]
+        for k, v in s.env.items():
+            args += ["-e", f"{k}={v}"]
+        return args
+
+    def _network_args(self) -> list[str]:
+        if self.compose:              # the project's network; sidecars reach it as `main`
+            return ["--network", self.compose.network, "--network-alias", "main"]
+        return ["--network", "bridge" if self.spec.network == "public" else "none"]
+
+    def _user(self, verifier: bool) -> str:
+        if self.verifier_root if verifier else self.as_root:
+            return "0:0"
+        return f"{self.uid}:{self.uid}" if self.uid else "1000:1000"
+
+    def _staged(self, point: str) -> Path:
+        return self.root / "mnt" / point.strip("/").replace("/", "_")
+
+    def _seed_app(self) -> None:
+        """Copy the image's /app into the host dir that hides it (a bind mount)."""
+        if self.image not in self._app_tars:
+            tmp = engine.run(self.cli, "create", "--label", f"{engine.LABEL}={os.getpid()}",
+                             self.image, "true").stdout.decode().strip()
+            try:
+                done = engine.run(self.cli, "cp", f"{tmp}:/app/.", "-", check=False, timeout=300)
+            finally:
+                engine.run(self.cli, "rm", "-f", tmp, check=False)
+            self._app_tars[self.image] = done.stdout if done.returncode == 0 else b""
+        if self._app_tars[self.image]:
+            with tarfile.open(fileobj=io.BytesIO(self._app_tars[self.image])) as tar:
+                tar.extractall(self.root / "app", filter="tar")
+            hostdir.chown_tree(self.root / "app", self.uid)
+
+    def _start(self) -> None:
+        if self.image != DEFAULT_IMAGE or self.build is not None:
+            self._seed_app()
+        elif not engine.image_exists(self.cli, self.image):
+            docker_build.ensure_base(self.cli, self.image)
+        workdir = engine.inspect(self.cli, self.image, "{{.Config.WorkingDir}}") or self.spec.workdir
+        if self.compose:
+            self.compose.up()
+        self.spec.workdir = workdir
+        # The main process (init, `sleep infinity`) is root without capabilities, so the
+        # sandbox user cannot kill it (`kill -9 -1`) and stop the container. `run` and
+        # `start` run in the sandbox's dir: Podman's conmon keeps their working directory
+        # and creates an empty `oom` file there at each OOM kill (close() removes the dir).
+        try:
+            engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
+                       "sleep", "infinity", cwd=self.root)
+        except SandboxError:          # `run` may have created the container before failing
+            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+            raise
+        self._started = True
+        self._find_cgroup()
+
+    def _find_cgroup(self) -> None:
+        self.cgroup = ContainerCgroup.find(int(engine.inspect(self.cli, self.id, "{{.State.Pid}}")))
+        self.enforcement["kill"] = "freeze and kill" if self.cgroup else "restart"
+
+    def _restart(self) -> None:
+        engine.run(self.cli, "start", self.id, check=False, cwd=self.root)
+        self._find_cgroup()
+
+    def _running(self) -> bool:
+        done = engine.run(self.cli, "inspect", "--format", "{{.State.Running}}", self.id,
+                          check=False, timeout=30)
+        return done.stdout.decode().strip() == "true"
+
+    def _remove_containers(self) -> None:
+        """The main container and the compose project, if any; the next exec starts anew."""
+        if self._started:
+            engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
+        if self.compose:
+            self.compose.down()
+            self.compose = None
+        self._started, self.cgroup = False, None
+
+    def host_path(self, sandbox_path: str) -> Path:
+        return hostdir.sandbox_path(self.root, sandbox_path)
+
+    def give(self, host_path: Path) -> None:
+        hostdir.chown_tree(host_path, self.uid)
+
+    def exec(self, command: str, timeout_s: float = 60.0, env: dict[str, str] | None = None,
+             mounts: dict[str, Path] | None = None) -> ExecResult:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.id} is closed")
+        if not self._started:
+            self._start()
+        for dest, src in (mounts or {}).items():
+            if dest not in self.spec.mount_points:
+                raise SandboxError(f"the docker backend mounts only at {self.spec.mount_points}, "
+                                   f"not {dest}")
+            hostdir.stage_mount(self._staged(dest), Path(src), self.uid)
+        try:
+            user = self._user("/tests" in (mounts or {}))
+            result = self._exec(command, timeout_s, env, user)
+            if result.exit_code != 0 and not self._running():
+                self._restart()                    # a root agent killed its init
+                result = self._exec(command, timeout_s, env, user)
+            return result
+        finally:
+            for dest in mounts or {}:
+                hostdir.clear_dir(self._staged(dest))
+
+    def _exec(self, command: str, timeout_s: float, env: dict[str, str] | None,
+              user: str) -> ExecResult:
+        argv = [self.cli, "exec", "-i", "-w", self.spec.workdir]
+        argv += ["-u", user] + (["-e", "HOME=/root"] if user == "0:0" else [])
+        for k, v in (env or {}).items():
+            argv += ["-e", f"{k}={v}"]
+        before = self.cgroup.counters() if self.cgroup else {}
+        start = time.monotonic()
+        proc = subprocess.Popen(argv + [self.id, "bash", "-s"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdin.write(command.encode())     # a script of any length, no argv limit
+        proc.stdin.close()
+        got = capture({"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()},
+                      deadline=start + timeout_s, limit=self.spec.output_limit,
+                      hard_limit=max(self.spec.output_hard_limit, self.spec.output_limit),
+                      kill=self.stop_processes, done=lambda: proc.poll() is not None)
+        proc.stdout.close()          # the client may still hold output the engine buffered:
+        proc.stderr.close()          # closed pipes make it exit instead of blocking on them
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        killed = "timeout" if got.timed_out else "output" if got.output_killed else "none"
+        if killed == "none" and self.cgroup:
+            killed = self.cgroup.what_killed(before)
+            if killed != "none":      # as bwrap: a limit hit takes every process with it
+                self.stop_processes()
+        code = 137 if got.timed_out or got.output_killed else proc.returncode
+        return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
+                          duration_s=time.monotonic() - start, timed_out=got.timed_out,
+                          truncated=got.truncated, killed_by=killed)
+
+    def stop_processes(self) -> None:
+        """Kill every process in the container except its init; files stay."""
+        if not self._started:
+            return
+        if self.cgroup is not None:
+            engine.run(self.cli, "pause", self.id, check=False)
+            try:
+                self.cgroup.kill_all_but()
+            finally:
+                engine.run(self.cli, "unpause", self.id, check=False)
+            if self.cgroup.wait_empty_but_init():
+                return
+        engine.run(self.cli, "kill", self.id, check=False)
+        self._restart()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._remove_containers()
+        hostdir.remove_root(self.root, self.tmpfs)
+        if self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
