@@ -36,7 +36,7 @@ if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq docker.io debootstrap docker-compose >/dev/null
-  # Podman (4.3) behind the same backend, tested by tests/sandbox/test_podman.py.
+  # Podman (4.3) behind the same backend, tested by tests/sandbox/docker/test_podman.py.
   apt-get install -y -qq --no-install-recommends podman catatonit >/dev/null
 fi
 

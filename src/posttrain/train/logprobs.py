@@ -1,7 +1,7 @@
 """Per-token logprobs and entropies of a causal LM over given token ids (with grad).
 
 These are the trainer's numbers; the engine's sampled logprobs are tested to agree with them
-for the same tokens (tests/engine/test_logprobs.py).
+for the same tokens (tests/engine/paged/test_logprobs.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_exit_code_stdout_stderr(sandbox):

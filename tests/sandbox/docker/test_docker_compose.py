@@ -110,7 +110,7 @@ time.sleep(600)
 @pytest.mark.parametrize("cleaner", ["reaper", "prune"])
 def test_killed_owner_leaves_nothing(task, cleaner):
     """The next run's reaper, or `posttrain sandbox prune`, removes all of it."""
-    code = CHILD.format(tests=str(Path(__file__).parents[1]), task=str(task.path))
+    code = CHILD.format(tests=str(Path(__file__).parents[2]), task=str(task.path))
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              start_new_session=True)
     try:
