@@ -47,7 +47,7 @@ def deltas(trainer, prompts, out, temperature, padded=True) -> torch.Tensor:
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_engine_logprobs_equal_the_exact_trainer_bit_for_bit(exact_model, name):
     eng = LocalEngine(exact_model, config=EngineConfig(batch_invariant=True, **CONFIGS[name]))
-    assert eng.exact_attention
+    assert eng.exact_attention and eng.batch_invariant
     params = SamplingParams(temperature=0.8, max_tokens=20, seed=3)
     miss = eng.generate(PROMPTS, params)
     hit = eng.generate(PROMPTS, params)  # second call: prompt blocks from the prefix cache

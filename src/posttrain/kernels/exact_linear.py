@@ -1,11 +1,13 @@
 """The engine's packed fp32 linear (kernels/packed.py), differentiable: the trainer's side of
 batch-invariant linears.
 
-MKL's packed sgemm gives a row the same bits whatever the row count and thread count; plain
-F.linear does not once torch runs more than one thread (measured on SmolLM2's down_proj at 2
-threads: 57-192 rows differ from the packed bits), nor below 16 rows. The forward packs the
-weight (one reorder, as the engine does when its weights change) and runs the engine's kernel;
-the backward is the ordinary matmul pair, whose rounding reaches no logprob.
+MKL's packed sgemm, on calls padded as the engine pads them (kernels/packed.py: at least PACK_HINT
+rows, a multiple of `row_quantum()`: 1 on Intel's AVX-512 code, 4 on MKL's AVX2 code), gives a row
+the same bits whatever the row count and thread count; plain F.linear does not once torch runs
+more than one thread on Intel (measured on SmolLM2's down_proj at 2 threads: 57-192 rows differ
+from the packed bits), nor below 16 rows. The forward packs the weight (one reorder, as the engine
+does when its weights change) and runs the engine's kernel; the backward is the ordinary matmul
+pair, whose rounding reaches no logprob.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
-from posttrain.kernels.packed import PACK_HINT
+from posttrain.kernels.packed import PACK_HINT, pad_rows, padded_rows, row_quantum
 
 
 class _PackedLinear(torch.autograd.Function):
@@ -40,16 +42,15 @@ def can_run(weight: torch.Tensor) -> bool:
 
 
 def exact_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y = x W^T + b with the engine's packed bits; x [..., in] -> [..., out]. Fewer than
-    PACK_HINT rows run padded with zero rows (a single row may take another kernel). Where MKL
-    is missing (or not CPU fp32) it is F.linear, and the bits may differ from the engine's."""
+    """y = x W^T + b with the engine's packed bits; x [..., in] -> [..., out]. The rows run
+    padded with zero rows to at least PACK_HINT (a single row may take another kernel) and to a
+    multiple of row_quantum (MKL's AVX2 code rounds a call's last 1-3 rows apart). Where MKL is
+    missing (or not CPU fp32) it is F.linear, and the bits may differ from the engine's."""
     if not can_run(weight):
         return F.linear(x, weight, bias)
     lead, n = x.shape[:-1], x.shape[:-1].numel()
-    rows = x.reshape(n, x.shape[-1])
-    if n < PACK_HINT:
-        rows = torch.cat([rows, rows.new_zeros(PACK_HINT - n, rows.shape[1])])
-    return _PackedLinear.apply(rows.contiguous(), weight, bias)[:n].view(*lead, weight.shape[0])
+    rows = pad_rows(x.reshape(n, x.shape[-1]), padded_rows(max(n, PACK_HINT), row_quantum()))
+    return _PackedLinear.apply(rows, weight, bias)[:n].view(*lead, weight.shape[0])
 
 
 @contextlib.contextmanager

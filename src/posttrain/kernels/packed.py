@@ -2,10 +2,16 @@
 
 fp32 goes through MKL's packed sgemm (`torch.ops.mkl._mkl_linear`), bf16 through oneDNN
 (`torch.ops.mkldnn._linear_pointwise`, AMX/AVX-512-BF16 kernels): packing once saves the
-per-call weight reorder that dominates small-batch decode. MKL's packed path gives every row
-the same bits whatever the row count, equal to plain `F.linear` at >= 16 rows (the trainer's
-forward), so fp32 decode is batch-invariant; for the few shapes where a single row takes
-another path (probed when packing), a 1-row call runs as two rows. MKL's packed kernel is slow for
+per-call weight reorder that dominates small-batch decode. fp32 decode is batch-invariant: every
+row gets the bits plain `F.linear` gives it in a large batch (the trainer's forward), whatever
+the row count, because each call is padded to a multiple of `row_quantum()` rows, probed once per
+thread count. Where MKL runs its AVX-512 code (Intel Xeon, where this was developed) the quantum
+is 1: the packed kernel rounds every row count alike, and for the few shapes where a single row
+takes another path (probed when packing) a 1-row call runs as two rows. On AMD CPUs MKL runs its
+AVX2 code (measured on an AMD EPYC that has AVX-512: the bits do not change with
+MKL_ENABLE_INSTRUCTIONS), whose last 1-3 rows of a call take another kernel (at any row count
+below 4, and below 12 at 2 threads): there the quantum is 4, and rows padded to a multiple of 4
+get the batch's bits. MKL's packed kernel is slow for
 many rows (1.4x slower than plain sgemm on a 49k-vocab head at 48 rows, 2.2x at 96), so at one
 thread fp32 calls of UNPACKED_ROWS or more rows (UNPACKED_ROWS_WIDE for a vocab-wide head) take
 plain `F.linear`, which gives the same bits from 16 rows on (at more threads plain sgemm splits
@@ -18,13 +24,71 @@ per output column as each linear alone (both kernels; checked on SmolLM2's shape
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 
-PACK_HINT = 16  # the batch size MKL packs for; any row count gives the same bits
+PACK_HINT = 16  # the batch size MKL packs for; calls padded to row_quantum get the same bits
 UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
 UNPACKED_ROWS_WIDE = 24  # the same for outputs of WIDE or more (a vocab head: 1.4x faster at 48 rows)
 WIDE = 16384
+QUANTA = (1, 2, 4, 8, PACK_HINT)  # the row multiples row_quantum tries, smallest first
+PROBE_SHAPE, PROBE_ROWS = (1536, 576), 64  # SmolLM2's gate_proj; calls of 1..63 rows against 64
+_quanta: dict[int, int | None] = {}  # torch thread count -> row_quantum's answer
+
+
+def _probe_quantum() -> int | None:
+    """The smallest of QUANTA whose padding gives calls of 1..PROBE_ROWS-1 rows the bits of a
+    PROBE_ROWS-row call (packed MKL sgemm, random weights), or None."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(*PROBE_SHAPE, generator=g) / PROBE_SHAPE[1] ** 0.5
+    x = torch.randn(PROBE_ROWS, PROBE_SHAPE[1], generator=g)
+    packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
+
+    def run(n: int) -> torch.Tensor:
+        return torch.ops.mkl._mkl_linear(x[:n], packed, w, None, n)
+
+    want = run(PROBE_ROWS)
+    for q in QUANTA:
+        if all(torch.equal(run(padded_rows(n, q))[:n], want[:n]) for n in range(1, PROBE_ROWS)):
+            return q
+    return None
+
+
+def row_quantum() -> int | None:
+    """The row multiple that fp32 packed calls are padded to, so that every row gets the bits it
+    gets in a large batch at this torch thread count (probed once per thread count): 1 where MKL
+    runs its AVX-512 code, 4 where it runs its AVX2 code; None where no padding does it (then fp32
+    logprobs are not batch-invariant: `rows_invariant()` is False)."""
+    threads = torch.get_num_threads()
+    if threads not in _quanta:
+        _quanta[threads] = _probe_quantum() if torch.backends.mkl.is_available() else None
+    return _quanta[threads]
+
+
+def rows_invariant(warn: bool = False) -> bool:
+    """Whether fp32 linears give a row the same bits at any row count here, the premise of
+    batch-invariant logprobs (warn: say so when they do not)."""
+    ok = row_quantum() is not None
+    if warn and not ok:
+        warnings.warn("batch_invariant: this CPU's fp32 GEMM rounds a row by the call's row count at "
+                      f"{torch.get_num_threads()} threads whatever the padding (kernels/packed.py), so "
+                      "logprobs will not be bit-equal across batch sizes or to the trainer's", stacklevel=2)
+    return ok
+
+
+def padded_rows(n: int, quantum: int | None) -> int:
+    """n rounded up to a multiple of quantum (PACK_HINT where no quantum works: the best effort)."""
+    q = quantum or PACK_HINT
+    return -(-n // q) * q
+
+
+def pad_rows(x: torch.Tensor, n: int) -> torch.Tensor:
+    """x [m, k] with zero rows appended up to n rows, contiguous."""
+    if x.shape[0] >= n:
+        return x.contiguous()
+    return torch.cat([x, x.new_zeros(n - x.shape[0], x.shape[1])])
 
 
 def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
@@ -85,7 +149,7 @@ class PackedLinear:
         self.pad_single = False
         if w.dtype == torch.float32:  # probe once: does one row get the bits it gets among others?
             probe = torch.randn(2, w.shape[1], generator=torch.Generator().manual_seed(0)).to(w.device)
-            self.pad_single = not torch.equal(self._call(probe[:1]), self._call(probe)[:1])
+            self.pad_single = not torch.equal(self._fp32(probe[:1]), self._fp32(probe)[:1])
 
     def _call(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.detach()
@@ -100,9 +164,16 @@ class PackedLinear:
                                   and x.shape[0] >= (UNPACKED_ROWS_WIDE if len(self.weight) >= WIDE else UNPACKED_ROWS))
         if plain:
             return F.linear(x, self.weight.detach(), None if self.bias is None else self.bias.detach())
+        if self.weight.dtype != torch.float32:
+            return self._call(x)
         if self.pad_single and x.shape[0] == 1:
-            return self._call(x.expand(2, -1).contiguous())[:1]
-        return self._call(x)
+            return self._fp32(x.expand(2, -1))[:1]
+        return self._fp32(x)
+
+    def _fp32(self, x: torch.Tensor) -> torch.Tensor:
+        """The packed fp32 call on rows padded to a multiple of row_quantum (engine and trainer alike)."""
+        n = x.shape[0]
+        return self._call(pad_rows(x, padded_rows(n, row_quantum())))[:n]
 
 
 def linears_of(model, packed: bool, linear=None) -> list[dict]:

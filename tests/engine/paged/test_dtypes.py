@@ -7,6 +7,7 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged import dtypes
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.local import LocalEngine
+from posttrain.kernels import packed
 from posttrain.kernels.packed import PackedLinear
 
 AVX2_ONLY = ["fpu", "sse4_2", "avx2", "fma"]
@@ -104,3 +105,27 @@ def test_packed_single_row_gets_the_bits_of_a_batch(out_features):
     batch = lin(x)
     for r in range(24):
         assert torch.equal(lin(x[r : r + 1]), batch[r : r + 1]), r
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_fp32_rows_get_a_batchs_bits_at_any_thread_count(threads):
+    """MKL's AVX2 code (on AMD EPYC, AVX-512 or not) rounds a call's last 1-3 rows apart: below 4
+    rows, and below 12 at 2 threads; calls padded to row_quantum's multiple get the batch's bits."""
+    torch.set_num_threads(threads)  # the autouse fixture restores it
+    assert packed.row_quantum() in packed.QUANTA
+    lin = PackedLinear(torch.nn.Linear(576, 192))
+    x = torch.randn(64, 576, generator=torch.Generator().manual_seed(2))
+    big = torch.nn.functional.linear(x, lin.weight, lin.bias)
+    for rows in range(1, 20):
+        assert torch.equal(lin(x[:rows]), big[:rows]), rows
+
+
+def test_an_exact_engine_says_so_where_no_padding_makes_rows_invariant(monkeypatch, model):
+    monkeypatch.setattr(packed, "_quanta", {})
+    monkeypatch.setattr(packed, "_probe_quantum", lambda: None)
+    assert not packed.rows_invariant()
+    with pytest.warns(UserWarning, match="not be bit-equal across batch sizes"):
+        engine = LocalEngine(model, config=EngineConfig(batch_invariant=True))
+    assert engine.exact_attention and not engine.batch_invariant
+    monkeypatch.undo()
+    assert LocalEngine(model, config=EngineConfig(batch_invariant=True)).batch_invariant

@@ -29,7 +29,7 @@ from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
-from posttrain.kernels.packed import can_pack
+from posttrain.kernels.packed import can_pack, rows_invariant
 from posttrain.types import Completion
 
 
@@ -70,8 +70,9 @@ class PagedEngine(Engine):
         self.policy_version = 0
         # packed linears on CPU (a copy beside the model's): faster at small batches, batch-invariant in fp32
         self.packed = can_pack(self.dtype.torch_dtype, self.device)
-        # exact (float64) attention: batch-invariant fp32 logprobs (kernels/exact_attention.py)
+        # exact (float64) attention; batch-invariant fp32 logprobs where the linears are too (kernels/packed.py)
         self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
+        self.batch_invariant = self.exact_attention and self.packed and rows_invariant(warn=True)
         self.attn_dtype = torch.float64 if self.exact_attention else None
         self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
         self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear)
