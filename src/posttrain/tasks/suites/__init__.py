@@ -103,12 +103,17 @@ def generate(name: str, out: str | Path, n: int, seed: int, split: str = "train"
                 write_task(task, tmp)
         else:                       # the suite writes its own task directories
             tasks = module.generate(tmp, n, seed=seed, split=split, knobs=parsed)
-        for task in tasks:
-            dest = out / task.id
-            if dest.exists():
-                shutil.rmtree(dest)
-            (tmp / task.id).rename(dest)
-            task.path = dest
+        place(tasks, tmp, out)
         return tasks
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def place(tasks: list, staging: Path, out: Path) -> None:
+    """Move each task's directory from staging into out, replacing one of the same id."""
+    for task in tasks:
+        dest = out / task.id
+        if dest.exists():
+            shutil.rmtree(dest)
+        (staging / task.id).rename(dest)
+        task.path = dest

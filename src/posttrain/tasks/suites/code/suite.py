@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from posttrain.errors import PosttrainError
+from posttrain.tasks.suites import place
 from posttrain.tasks.suites.code import host as code_host
 from posttrain.tasks.suites.code import mutate as code_mutate
 from posttrain.tasks.suites.code import pypi
@@ -84,12 +85,7 @@ def generate(out_dir: str | Path, n_tasks: int, seed: int, split: str = "train",
             task_id = f"{split}-{i:04d}-{family}"
             misses = near_misses(prep, bug, rng)
             tasks.append(code_write.write(prep, bug, task_id, detail, staging, misses))
-        for task in tasks:
-            dest = out / task.id
-            if dest.exists():
-                shutil.rmtree(dest)
-            (staging / task.id).rename(dest)
-            task.path = dest
+        place(tasks, staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         prep.cleanup()
