@@ -33,10 +33,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer, state: 
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_policy(model, tokenizer, tmp / "model")
-    if hasattr(trainer, "save_sharded"):  # trainer ranks: each writes its shards (DCP)
-        trainer.save_sharded((tmp / "dcp").resolve())
-    else:
-        torch.save(trainer.state_dict(), tmp / "trainer.pt")
+    trainer.save_state(tmp)  # trainer.pt, or each rank's shards under dcp/
     torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "pipeline.json").write_text(json.dumps(state))
     shutil.rmtree(final, ignore_errors=True)
@@ -66,15 +63,7 @@ def load_checkpoint(path: Path, model, trainer) -> dict:
         raise RuntimeError(f"checkpoint {path} misses weights: {missing[:3]}")
     if getattr(model.config, "tie_word_embeddings", False):
         model.tie_weights()
-    if (path / "dcp").is_dir():  # saved by N trainer ranks: loads on any M (train/fsdp.py)
-        if hasattr(trainer, "load_sharded"):
-            trainer.load_sharded((path / "dcp").resolve())
-        else:
-            from posttrain.train.fsdp import load_sharded
-
-            load_sharded(trainer.model, trainer.optimizer, path / "dcp")
-    else:
-        trainer.load_state_dict(torch.load(path / "trainer.pt", weights_only=False))
+    trainer.load_state(path)
     rng = torch.load(path / "rng.pt", weights_only=False)
     random.setstate(rng["python"])
     torch.set_rng_state(rng["torch"])

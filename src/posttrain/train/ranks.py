@@ -4,7 +4,7 @@
 one bundle each), joins them in a gloo (CPU) or NCCL (GPU) process group and shards the model
 over them with FSDP2 (train/fsdp.py). `rl_step` hands the whole batch to every rank, returns
 the batch's stats and copies the new weights into `model` (the driver's copy, which the
-pipeline publishes to engines and the checkpoint saves). `save_sharded`/`load_sharded` write
+pipeline publishes to engines and the checkpoint saves). `save_state`/`load_state` write
 and read a Distributed Checkpoint, each rank its own shards (the path must be shared by all
 nodes). A rank that dies stops the step with `TrainerRankLost`, naming the rank, its node and
 its last log lines; the run then resumes from its last checkpoint.
@@ -150,11 +150,18 @@ class RankedTrainer:
         self.model.load_state_dict(full, strict=False)
         return stats
 
-    def save_sharded(self, path: Path) -> None:
-        self._all(lambda a: a.save.remote(str(path)))
+    def save_state(self, checkpoint: Path) -> None:
+        """Each rank writes its shards under checkpoint/dcp (DCP)."""
+        dcp = (checkpoint / "dcp").resolve()
+        self._all(lambda a: a.save.remote(str(dcp)))
 
-    def load_sharded(self, path: Path) -> None:
-        self._all(lambda a: a.load.remote(str(path)))
+    def load_state(self, checkpoint: Path) -> None:
+        """Shards saved by any number of ranks load on these (train/fsdp.py)."""
+        dcp = (checkpoint / "dcp").resolve()
+        if not dcp.is_dir():
+            raise PosttrainError(f"{checkpoint} was saved by one trainer (trainer.pt); "
+                                 "trainer ranks resume from sharded checkpoints only")
+        self._all(lambda a: a.load.remote(str(dcp)))
         self.model.load_state_dict(self._all(lambda a: a.full.remote())[0], strict=False)
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ accumulation, grad-norm clipping, AdamW. Sampling happens elsewhere."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -109,6 +110,22 @@ class PolicyTrainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+
+    def save_state(self, checkpoint: Path) -> None:
+        """The optimizer's state into a checkpoint directory (trainer.pt)."""
+        torch.save(self.state_dict(), checkpoint / "trainer.pt")
+
+    def load_state(self, checkpoint: Path) -> None:
+        """From trainer.pt, or from the shards N trainer ranks wrote (dcp/: loads on one, train/fsdp.py)."""
+        if (checkpoint / "dcp").is_dir():
+            from posttrain.train.fsdp import load_sharded
+
+            load_sharded(self.model, self.optimizer, checkpoint / "dcp")
+        else:
+            self.load_state_dict(torch.load(checkpoint / "trainer.pt", weights_only=False))
+
+    def close(self) -> None:
+        """Nothing to stop: this trainer runs in the calling process."""
 
     def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None,
               weighting: str = "seq", dropout: bool = True, totals: tuple[int, int] | None = None) -> dict:
