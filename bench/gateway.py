@@ -6,9 +6,9 @@ standard one. One run, side by side.
 
 The load generator needs aiohttp: pip install -c constraints.txt -e '.[gateway-bench]'.
 LiteLLM (the baseline) is installed for the benchmark only, in .venv-litellm, by
-bench/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
-the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop; the
-overhead section's method (open loop, pinned cores, rounds) is in bench/gateway_overhead.py.
+bench/parts/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
+the load generator (bench/parts/gateway_load.py) is one more, so nothing shares an event loop; the
+overhead section's method (open loop, pinned cores, rounds) is in bench/parts/gateway_overhead.py.
 SmolLM2-135M-Instruct (posttrain models import) is used for the variant section if present.
 """
 
@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from parts.gateway_overhead import bench_overhead
+from parts.gateway_sections import bench_kill, bench_limits, print_table
+from parts.gateway_variants import bench_variants
 
-from posttrain.machine import cpu_info  # noqa: E402
-from gateway_overhead import bench_overhead  # noqa: E402
-from gateway_sections import bench_kill, bench_limits, print_table  # noqa: E402
-from gateway_variants import bench_variants  # noqa: E402
+from posttrain.machine import cpu_info
 
 
 def set_nice(nice: int) -> int:

@@ -11,7 +11,7 @@ Measures, for the default bwrap sandbox (namespaces, seccomp, cgroup, tmpfs quot
   idle memory  PSS of an idle sandbox's processes (runner, bwrap), per sandbox
   pool         acquire + exec("true") from a warm pool, and release (reset + health check)
   docker       the same cold start and warm exec for the docker backend, and image build
-               time uncached and cached (bench/docker_rows.py; skipped without an engine),
+               time uncached and cached (bench/parts/docker_rows.py; skipped without an engine),
                with docker-over-bwrap ratios
 --quick runs fewer samples (well under 2 minutes).
 """
@@ -27,11 +27,11 @@ import threading
 import time
 from pathlib import Path
 
+from parts.docker_rows import docker_rows
+
 from posttrain.machine import cpu_info
 from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox.pool import SandboxPool
-
-from docker_rows import docker_rows
 
 CMD = "true"
 

@@ -19,13 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-from posttrain.machine import cpu_info
+from rl import run_mode, slow_verifier_tasks, warm_policy
 
-sys.path.insert(0, str(Path(__file__).parent))
-from rl import run_mode, slow_verifier_tasks, warm_policy  # noqa: E402
+from posttrain.machine import cpu_info
 
 SIZES = {
     "quick": dict(n_tasks=16, steps=6, groups=2, group=2, max_turns=2, sft=40, actors=4),
