@@ -22,18 +22,16 @@ No dependency beyond the package.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from parts.report import add_args, write_json
 from parts.schedule_synthetic import curriculum_run, pick_speed, rescan_pick_ms, share_run, window_dev_pp
 from parts.schedule_workload import measured_run, train_step_s
 
-from posttrain.machine import cpu_info
 from posttrain.rollout.config import RolloutConfig
 from posttrain.schedule.simulate import Costs, SimConfig, simulate
 
@@ -173,8 +171,7 @@ def table(rows: list[tuple]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_args(ap, "200 share steps, 3 curriculum seeds, 5,000 picks, 25 tail steps")
     ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
     ap.add_argument("--runs", nargs="*", help="only these long-tail runs (default: all)")
     ap.add_argument("--verify-steps", type=float, default=VERIFY_STEPS,
@@ -183,7 +180,7 @@ def main() -> None:
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
-    out: dict = {"cpu": cpu_info(), "size": "quick" if args.quick else "full", "tail_workload": TAIL,
+    out: dict = {"size": "quick" if args.quick else "full", "tail_workload": TAIL,
                  "note": "shared machine: other engineers' jobs were running"}
     t0 = time.time()
     if args.only in (None, "shares"):
@@ -207,8 +204,7 @@ def main() -> None:
     if args.json:
         for r in out.get("tail_runs", {}).values():  # quantiles, not the raw samples
             r["costs"]["verify_s"] = {d: quantiles(v) for d, v in r["costs"]["verify_s"].items()}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2))
+    write_json(args.json, out)
 
 
 def quantiles(xs: list[float]) -> dict:
