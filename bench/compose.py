@@ -12,14 +12,14 @@ dependency. Samples alternate between the two kinds, so both see the same machin
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
 import time
 from pathlib import Path
 
-from posttrain.machine import cpu_info
+from parts.report import add_args, cpu, write_json
+
 from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox.docker.sandbox import DEFAULT_IMAGE
 from posttrain.sandbox.environment import prepare_environment
@@ -76,23 +76,20 @@ def run(quick: bool) -> dict:
     out["compose_close_over_single"] = out["compose_close_p50_ms"] / out["single_close_p50_ms"]
     out["machine"] = {"cpus": os.cpu_count(), "loadavg_1m_at_end": os.getloadavg()[0],
                       "kernel": platform.release(), "quick": quick, "samples": n}
-    out["cpu"] = cpu_info()
+    out["cpu"] = cpu()
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 samples of each (about a minute)")
-    ap.add_argument("--json", type=Path, help="write the numbers here")
+    add_args(ap, "3 samples of each (about a minute)")
     args = ap.parse_args()
     out = run(args.quick)
     for key, value in out.items():
         if key not in ("machine", "cpu"):
             print(f"{key:28s} {value:10.2f}")
     print(f"machine: {out['machine']}\ncpu: {out['cpu'].get('model', out['cpu'])}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

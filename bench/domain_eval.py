@@ -20,8 +20,9 @@ import shutil
 import time
 from pathlib import Path
 
+from parts.report import add_args, write_json
+
 from posttrain.evals.launch import EvalRequest, evaluate
-from posttrain.machine import cpu_info
 from posttrain.tasks import load_tasks
 from posttrain.tasks.suites import generate
 
@@ -112,8 +113,7 @@ def main() -> None:
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument("--max-reply-tokens", type=int, default=64)
     ap.add_argument("--work", type=Path, default=Path("runs/domain-eval"))
-    ap.add_argument("--quick", action="store_true", help="2 tasks per level, k=1, finance only")
-    ap.add_argument("--json", type=Path)
+    add_args(ap, "2 tasks per level, k=1, finance only")
     args = ap.parse_args()
     if args.quick:
         args.per_level, args.k, args.suites = 2, 1, "finance"
@@ -124,12 +124,10 @@ def main() -> None:
             build_suite(suite, tasks, args.per_level, args.model, args.code_tasks)
         rows.append(run_suite(suite, tasks, args))
         print_row(rows[-1])
-        if args.json:       # rewritten after every suite, so a stopped run keeps what it measured
-            out = {"rows": rows, "model": str(args.model), "per_level": args.per_level, "k": args.k,
-                   "max_turns": args.max_turns, "max_reply_tokens": args.max_reply_tokens,
-                   "jobs": args.jobs, "cpu": cpu_info(), "loadavg_1m": os.getloadavg()[0],
-                   "quick": args.quick}
-            args.json.write_text(json.dumps(out, indent=1))
+        # rewritten after every suite, so a stopped run keeps what it measured
+        write_json(args.json, {"rows": rows, "model": str(args.model), "per_level": args.per_level, "k": args.k,
+                               "max_turns": args.max_turns, "max_reply_tokens": args.max_reply_tokens,
+                               "jobs": args.jobs, "loadavg_1m": os.getloadavg()[0], "quick": args.quick})
 
 
 if __name__ == "__main__":

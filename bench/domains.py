@@ -13,7 +13,6 @@ grading     mean reward of the oracle, of the best generic or domain probe, and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -21,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from posttrain.machine import cpu_info  # noqa: E402
+from parts.report import add_args, write_json
+
 from posttrain.tasks.suites import generate, probes_for, probes_module
 from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
@@ -80,20 +80,18 @@ def grading(tmp: Path, n: int) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_args(ap, "8 tasks per size (not 24), 3 graded per suite (not 8)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-domains-"))
     try:
         out = {"generation": generation(tmp, 8 if args.quick else 24),
                "grading": grading(tmp, 3 if args.quick else 8),
-               "cpu": cpu_info(), "loadavg_1m_at_end": os.getloadavg()[0], "quick": args.quick}
+               "loadavg_1m_at_end": os.getloadavg()[0], "quick": args.quick}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for r in out["generation"]:
         r.pop("dir")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

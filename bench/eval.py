@@ -15,7 +15,6 @@ Full run: ~20 unique tasks, k=4 (tools) and k=2 (text); --quick: 8 tasks, k=2 an
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -23,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "evals"))
 
+from parts.report import add_args, write_json  # noqa: E402
 from scripted_server import Script, oracle_map, serve  # noqa: E402
 
 from posttrain.evals.launch import EvalRequest, evaluate  # noqa: E402
-from posttrain.machine import cpu_info  # noqa: E402
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy  # noqa: E402
 from posttrain.tasks.suites import terminal_basics  # noqa: E402
 
@@ -48,8 +47,7 @@ def one_run(req: EvalRequest) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="8 tasks x k=2 instead of 16 x 4")
-    ap.add_argument("--json", help="write results here")
+    add_args(ap, "8 tasks x k=2 instead of 20 x 4")
     ap.add_argument("--jobs", default="1,4,16")
     args = ap.parse_args()
     n_tasks, k = (8, 2) if args.quick else (20, 4)
@@ -61,7 +59,7 @@ def main() -> None:
     n_tasks = len(oracle)
     ckpt = tiny_checkpoint(root)
     text_k = 1 if args.quick else 2  # the text set-up costs ~6 s of CPU per trial
-    results = {"n_tasks": n_tasks, "k": k, "text_k": text_k, "tools": [], "text": [], "cpu": cpu_info()}
+    results = {"n_tasks": n_tasks, "k": k, "text_k": text_k, "tools": [], "text": []}
     with serve(Script(oracle)) as url:
         for n in levels:
             results["tools"].append(one_run(EvalRequest(
@@ -76,8 +74,7 @@ def main() -> None:
         for r in results[setup]:
             print(f"{setup:<6} {r['jobs']:>6} {r['trials']:>6} {r['wall_s']:>8} "
                   f"{r['trials_per_min']:>10}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -6,26 +6,21 @@ standard one. One run, side by side.
 
 The load generator needs aiohttp: pip install -c constraints.txt -e '.[gateway-bench]'.
 LiteLLM (the baseline) is installed for the benchmark only, in .venv-litellm, by
-bench/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
-the load generator (bench/gateway_load.py) is one more, so nothing shares an event loop; the
-overhead section's method (open loop, pinned cores, rounds) is in bench/gateway_overhead.py.
+bench/parts/litellm_setup.sh, which this script calls. Servers are separate processes on loopback;
+the load generator (bench/parts/gateway_load.py) is one more, so nothing shares an event loop; the
+overhead section's method (open loop, pinned cores, rounds) is in bench/parts/gateway_overhead.py.
 SmolLM2-135M-Instruct (posttrain models import) is used for the variant section if present.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from posttrain.machine import cpu_info  # noqa: E402
-from gateway_overhead import bench_overhead  # noqa: E402
-from gateway_sections import bench_kill, bench_limits, print_table  # noqa: E402
-from gateway_variants import bench_variants  # noqa: E402
+from parts.gateway_overhead import bench_overhead
+from parts.gateway_sections import bench_kill, bench_limits, print_table
+from parts.gateway_variants import bench_variants
+from parts.report import add_args, write_json
 
 
 def set_nice(nice: int) -> int:
@@ -40,15 +35,14 @@ def set_nice(nice: int) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--json", default=None)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_args(p, "fewer requests per row")
     p.add_argument("--skip-engine", action="store_true", help="Leave out the posttrain serve variants.")
     p.add_argument("--skip-litellm", action="store_true")
     p.add_argument("--nice", type=int, default=-10,
                    help="Niceness of this run and every server and client it starts (root may go below 0).")
     a = p.parse_args()
-    out: dict = {"cpu": cpu_info(), "quick": a.quick, "loadavg_at_start": os.getloadavg(), "nice": set_nice(a.nice)}
+    out: dict = {"quick": a.quick, "loadavg_at_start": os.getloadavg(), "nice": set_nice(a.nice)}
     sections = [("overhead", lambda: bench_overhead(a.quick, with_litellm=not a.skip_litellm)),
                 ("backend_kill", lambda: bench_kill(a.quick)), ("limits", lambda: bench_limits(a.quick))]
     if not a.skip_engine:
@@ -59,13 +53,10 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - one failed section must not lose the others' numbers
             out[f"{name}_error"] = f"{type(e).__name__}: {e}"
             print(f"[{name}] failed: {out[f'{name}_error']}", flush=True)
-        if a.json:
-            Path(a.json).write_text(json.dumps(out, indent=2))
+        write_json(a.json, out)
     out["loadavg_at_end"] = os.getloadavg()
     print_table(out)
-    if a.json:
-        Path(a.json).write_text(json.dumps(out, indent=2))
-        print(f"wrote {a.json}")
+    write_json(a.json, out)
 
 
 if __name__ == "__main__":

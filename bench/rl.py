@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 
 import torch
+from parts.report import add_args, cpu, write_json
 
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.stats import paired_compare
-from posttrain.machine import cpu_info
 from posttrain.models.tiny import load_policy, save_policy
 from posttrain.recipes.rl import evaluate, run_rl, single_turn_scores
 from posttrain.recipes.rl_config import load_rl_config
@@ -208,8 +208,7 @@ def vs_trl(size: dict, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_args(ap, "the SIZES quick budgets (a few minutes on an idle machine)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-rl"))
     ap.add_argument("--only", choices=["async_vs_sync", "vs_trl"])
     a = ap.parse_args()
@@ -221,8 +220,7 @@ def main() -> None:
     if a.only in (None, "vs_trl") and importlib.util.find_spec("trl") is None:
         sys.exit("bench/rl.py vs_trl needs TRL: pip install -c constraints.txt -e '.[bench]'"
                  " (or --only async_vs_sync)")
-    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__, "threads": 1,
-              "cpu": cpu_info()}
+    result = {"size": "quick" if a.quick else "full", "torch": torch.__version__, "threads": 1, "cpu": cpu()}
     if a.only in (None, "async_vs_sync"):
         result["async_vs_sync"] = async_vs_sync(size, a.out / "async_vs_sync")
         print("async_vs_sync", json.dumps(result["async_vs_sync"]), flush=True)
@@ -230,9 +228,7 @@ def main() -> None:
         result["vs_trl"] = vs_trl(size, a.out / "vs_trl")
         print("vs_trl", json.dumps(result["vs_trl"]), flush=True)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(result, indent=2))
+    write_json(a.json, result)
     json.dump({k: v.get("ratio") if isinstance(v, dict) else v for k, v in result.items()}, sys.stdout)
     print()
 

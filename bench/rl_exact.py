@@ -25,11 +25,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from parts.report import add_args, cpu, write_json
 
 import posttrain.train.packed as packed
 from posttrain.kernels.exact_attention import exact_sdpa
 from posttrain.kernels.exact_linear import exact_linear
-from posttrain.machine import cpu_info, cpu_line
+from posttrain.machine import cpu_line
 from posttrain.models.gguf import ensure_model
 from posttrain.models.tiny import build_tiny_model, load_policy
 from posttrain.recipes.rl import run_rl
@@ -126,14 +127,13 @@ def split(model, shape: tuple[int, int, int, int], repeats: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json")
+    add_args(ap, "2 RL steps (not 4), 2 repeats (not 3), smaller batches")
     ap.add_argument("--no-smollm2", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     smol = None if args.no_smollm2 else str(ensure_model("smollm2-135m-instruct"))
-    res = {"cpu": cpu_info(), "threads": args.threads, "quick": args.quick}
+    res = {"cpu": cpu(), "threads": args.threads, "quick": args.quick}
     print(f"CPU: {cpu_line(res['cpu'])}; torch threads {args.threads}", flush=True)
     res["mismatch"] = mismatch({"tiny": None} | ({"smollm2-135m": smol} if smol else {}), 2 if args.quick else 4)
     torch.set_num_threads(args.threads)
@@ -143,9 +143,7 @@ def main() -> None:
     if smol:
         res["step_cost"]["smollm2-135m"] = step_cost(big, shape, 2 if args.quick else 3)
     res["split"] = {"model": "smollm2-135m" if smol else "tiny"} | split(big, shape, 2 if args.quick else 3)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(res, indent=1))
+    write_json(args.json, res)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Measures, for the default bwrap sandbox (namespaces, seccomp, cgroup, tmpfs quot
   idle memory  PSS of an idle sandbox's processes (runner, bwrap), per sandbox
   pool         acquire + exec("true") from a warm pool, and release (reset + health check)
   docker       the same cold start and warm exec for the docker backend, and image build
-               time uncached and cached (bench/docker_rows.py; skipped without an engine),
+               time uncached and cached (bench/parts/docker_rows.py; skipped without an engine),
                with docker-over-bwrap ratios
 --quick runs fewer samples (well under 2 minutes).
 """
@@ -19,7 +19,6 @@ Measures, for the default bwrap sandbox (namespaces, seccomp, cgroup, tmpfs quot
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -27,11 +26,11 @@ import threading
 import time
 from pathlib import Path
 
-from posttrain.machine import cpu_info
+from parts.docker_rows import docker_rows
+from parts.report import add_args, cpu, write_json
+
 from posttrain.sandbox import SandboxSpec, open_sandbox
 from posttrain.sandbox.pool import SandboxPool
-
-from docker_rows import docker_rows
 
 CMD = "true"
 
@@ -173,23 +172,20 @@ def run(quick: bool) -> dict:
         out["docker_warm_over_bwrap"] = out["docker_warm_exec_p50_ms"] / out["warm_exec_p50_ms"]
     out["machine"] = {"cpus": os.cpu_count(), "loadavg_1m_at_end": os.getloadavg()[0],
                       "kernel": platform.release(), "quick": quick}
-    out["cpu"] = cpu_info()
+    out["cpu"] = cpu()
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer samples (< 2 minutes)")
-    ap.add_argument("--json", type=Path, help="write the numbers here")
+    add_args(ap, "fewer samples (< 2 minutes)")
     args = ap.parse_args()
     out = run(args.quick)
     for key, value in out.items():
         if key != "machine":
             print(f"{key:28s} {value:10.2f}" if isinstance(value, float | int) else f"{key:28s} {value}")
     print(f"machine: {out['machine']}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

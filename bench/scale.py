@@ -17,15 +17,11 @@ The Ray start (a few seconds) is outside the RL wall time, as the engine start i
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 
-from posttrain.machine import cpu_info
-
-sys.path.insert(0, str(Path(__file__).parent))
-from rl import run_mode, slow_verifier_tasks, warm_policy  # noqa: E402
+from parts.report import add_args, cpu, write_json
+from rl import run_mode, slow_verifier_tasks, warm_policy
 
 SIZES = {
     "quick": dict(n_tasks=16, steps=6, groups=2, group=2, max_turns=2, sft=40, actors=4),
@@ -34,9 +30,8 @@ SIZES = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_args(ap, "16 tasks, 6 steps, 2 groups (not 32, 12, 4)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-scale"))
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
@@ -65,10 +60,8 @@ def main() -> None:
                        for k, v in runs.items()},
               "settings": {**size, "engine_replicas": 1, "verifier_sleep_s": [0.5, 2.0], "max_staleness": 2,
                            "overprovision": 2},
-              "cpu": cpu_info() | {"loadavg_1m": [load0, os.getloadavg()[0]]}}
-    if args.json:  # first, so a printing error cannot lose the numbers
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+              "cpu": cpu(loadavg_1m=[load0, os.getloadavg()[0]])}
+    write_json(args.json, result)  # first, so a printing error cannot lose the numbers
     print(f"{'run':<8} {'traj':>5} {'wall s':>7} {'traj/s':>7} {'episodes/s':>10}")
     for k, v in result["runs"].items():
         print(f"{k:<8} {v['trajectories']:>5} {v['rl_wall_s']:>7.1f} {v['trajectories_per_s']:>7.3f} "

@@ -12,7 +12,7 @@ picks: 100,000 tasks in 500 domains with the curriculum on; p99 of next(), the J
 long tail (measured): the real Pipeline, a real tiny engine and trainer, verifiers that sleep
   lognormal times (sigma 1, median 0.12 trainer steps); over-provisioning (fixed, hedges, and
   hedges with partial rollouts) against none at the same staleness bound. The trainer's step
-  is real compute on 64 episodes of 121 tokens each (bench/schedule_workload.py).
+  is real compute on 64 episodes of 121 tokens each (bench/parts/schedule_workload.py).
 simulator: costs fitted on one measured run predict the other runs (both measured); the
   worst error over the headline fit (`sim_error`), over every fit (`sim_error_all_fits`), and
   with each predicted run's own trainer step (`sim_error_own_step*`).
@@ -22,23 +22,18 @@ No dependency beyond the package.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
+from parts.report import add_args, write_json
+from parts.schedule_synthetic import curriculum_run, pick_speed, rescan_pick_ms, share_run, window_dev_pp
+from parts.schedule_workload import measured_run, train_step_s
 
-sys.path.insert(0, str(Path(__file__).parent))
-from schedule_synthetic import curriculum_run, pick_speed, rescan_pick_ms, share_run, window_dev_pp  # noqa: E402
-from schedule_workload import measured_run, train_step_s  # noqa: E402
-
-from posttrain.rollout.config import RolloutConfig  # noqa: E402
-from posttrain.schedule.simulate import Costs, SimConfig, simulate  # noqa: E402
-from posttrain.machine import cpu_info  # noqa: E402
+from posttrain.rollout.config import RolloutConfig
+from posttrain.schedule.simulate import Costs, SimConfig, simulate
 
 SIZES = {"quick": dict(share_steps=200, cur_steps=60, cur_seeds=3, picks=5000, tail_steps=25),
          "full": dict(share_steps=600, cur_steps=60, cur_seeds=5, picks=20000, tail_steps=50)}
@@ -176,8 +171,7 @@ def table(rows: list[tuple]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_args(ap, "200 share steps, 3 curriculum seeds, 5,000 picks, 25 tail steps")
     ap.add_argument("--only", choices=["shares", "curriculum", "picks", "tail"], default=None)
     ap.add_argument("--runs", nargs="*", help="only these long-tail runs (default: all)")
     ap.add_argument("--verify-steps", type=float, default=VERIFY_STEPS,
@@ -186,7 +180,7 @@ def main() -> None:
     args = ap.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     torch.set_num_threads(1)
-    out: dict = {"cpu": cpu_info(), "size": "quick" if args.quick else "full", "tail_workload": TAIL,
+    out: dict = {"size": "quick" if args.quick else "full", "tail_workload": TAIL,
                  "note": "shared machine: other engineers' jobs were running"}
     t0 = time.time()
     if args.only in (None, "shares"):
@@ -210,8 +204,7 @@ def main() -> None:
     if args.json:
         for r in out.get("tail_runs", {}).values():  # quantiles, not the raw samples
             r["costs"]["verify_s"] = {d: quantiles(v) for d, v in r["costs"]["verify_s"].items()}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2))
+    write_json(args.json, out)
 
 
 def quantiles(xs: list[float]) -> dict:

@@ -13,14 +13,14 @@ tasks there (for `posttrain validate`). Needs PyPI for the first code run.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from posttrain.machine import cpu_info  # noqa: E402
+from parts.report import add_args, write_json
+
 from posttrain.tasks import suites
 from posttrain.tasks.suites.code import host as code_host
 from posttrain.tasks.suites.code import pypi
@@ -55,9 +55,8 @@ def bench_prepare() -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_args(ap, "6 code, 12 terminal-tools and 12 terminal-basics tasks (not 52, 54, 64)")
     ap.add_argument("--keep", type=Path)
     args = ap.parse_args()
     sizes = {"code": 6 if args.quick else 52, "terminal-tools": 12 if args.quick else 54,
@@ -73,9 +72,8 @@ def main() -> None:
         print(f"{r['suite']:<16}{r['tasks']:>6}{r['seconds']:>9}{r['tasks_per_minute']:>11}"
               f"{r['mb_per_task']:>9}")
     result = {"suites": rows, "code_prepare": prep, "quick": args.quick,
-              "python": platform.python_version(), "cpu": cpu_info()}
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+              "python": platform.python_version()}
+    write_json(args.json, result)
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from gateway_procs import Proc, backend, cpu_seconds, free_port, gateway, pinned, toml_config
+from parts.gateway_procs import Proc, backend, cpu_seconds, free_port, gateway, pinned, toml_config
 
 from posttrain.gateway.keys import key_toml, new_key
 

@@ -22,7 +22,7 @@ import torch
 
 from posttrain.engine.fleet.servers import EngineServer, ServerSpec, free_port, worker_pythonpath
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FULL_SHAPES = [(1, 1, 256), (8, 4, 128), (32, 8, 64)]
 QUICK_SHAPES = [(1, 1, 64), (4, 4, 32), (8, 8, 16)]
 

@@ -1,7 +1,7 @@
 """HTTP load generator for bench/gateway.py, run as its own process (pinned to its own core by the
 caller) so that it never shares an event loop or a GIL with the server under test.
 
-    python bench/gateway_load.py --url URL --requests N --body JSON (--concurrency C | --rate R)
+    python bench/parts/gateway_load.py --url URL --requests N --body JSON (--concurrency C | --rate R)
                                  [--key K] [--stream] [--warmup N --warmup-body JSON] [--out PATH]
 
 Closed loop (--concurrency C): each of C clients sends its next request when its last one ends.

@@ -2,7 +2,7 @@
 # Benchmark only: LiteLLM's proxy in its own venv (.venv-litellm, gitignored), the baseline
 # bench/gateway.py compares against. Idempotent; never a dependency of posttrain itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 VENV=.venv-litellm
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then

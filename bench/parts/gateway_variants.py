@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from gateway_procs import Proc, free_port, gateway, toml_config
+from parts.gateway_procs import Proc, free_port, gateway, toml_config
 
 from posttrain.gateway.canary import decide
 

@@ -1,6 +1,6 @@
 """A fast scripted OpenAI-compatible backend on loopback, for the gateway's tests and benchmark.
 
-    python bench/scripted_backend.py --port 9001 [--delay-ms 20] [--tokens 8] [--fail-status 500]
+    python bench/parts/scripted_backend.py --port 9001 [--delay-ms 20] [--tokens 8] [--fail-status 500]
 
 It answers /v1/chat/completions and /v1/completions (streamed or not) with `--tokens` tokens
 after `--delay-ms` (or `delay_ms=N` in the first message), echoing the request's model, seed and max_tokens in `usage`-bearing

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
-from gateway_procs import backend, free_port, gateway, toml_config
+from parts.gateway_procs import backend, free_port, gateway, toml_config
 
 from posttrain.gateway.audit import verify
 from posttrain.gateway.keys import key_toml, new_key

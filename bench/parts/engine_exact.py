@@ -15,7 +15,7 @@ import copy
 import time
 
 import torch
-from engine_speed import decode_row, random_prompts
+from parts.engine_speed import decode_row, random_prompts
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
