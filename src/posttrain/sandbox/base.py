@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import abc
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from posttrain.types import ExecResult
 
@@ -45,6 +47,29 @@ class SandboxSpec:
     user: str | None = None              # "root": docker runs as root (bwrap is never root)
     verifier_user: str | None = None     # docker: who runs commands given /tests (None: `user`)
     build_timeout_s: float | None = None  # image builds (docker), from build_timeout_sec
+
+
+@dataclass
+class ReapReport:
+    """What one reaper pass reclaimed (sandbox/reaper.py)."""
+
+    sandboxes: list[str] = field(default_factory=list)
+    processes_killed: int = 0
+    cgroups_removed: int = 0
+
+
+class Reclaimer(Protocol):
+    """What each backend offers the reaper for its own leftovers (bwrap/reclaim.py,
+    docker/cleanup.py, process.py). The reaper calls every backend: each frees only what
+    the fields it writes into owner.json name, and ignores records of other backends."""
+
+    def reclaim(self, record: dict, report: ReapReport) -> None:
+        """Free what one dead owner's record names (processes, containers, cgroups); the
+        reaper removes the sandbox's directory itself."""
+
+    def sweep(self, state: Path, live: Callable[[str], bool], report: ReapReport) -> None:
+        """Free what this backend may leave that no record names. `live(name)` says whether
+        the sandbox `name` under `state` is live: ask it when a leftover is seen, not before."""
 
 
 class Sandbox(abc.ABC):
