@@ -42,9 +42,11 @@ class SandboxSpec:
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes kept of stdout and of stderr each
     output_hard_limit: int = 64 * 1024 * 1024  # total bytes read before the command is killed
     mount_points: tuple[str, ...] = ("/tests", "/solution")  # `mounts` the warm runner serves
-    hidden: tuple[str, ...] = ()         # host paths shown empty and read-only (bwrap_args.hide)
-    warm: bool = True                    # one persistent in-sandbox runner (False: bwrap per exec)
-    user: str | None = None              # "root": docker runs as root (bwrap is never root)
+    # Read by one backend and ignored by the others: a task's spec is made from its
+    # task.toml before a backend is picked (agent/trial.py), so one spec serves them all.
+    hidden: tuple[str, ...] = ()         # bwrap: HIDE_GROUPS of host paths shown empty (args.py)
+    warm: bool = True                    # bwrap: one persistent runner (False: a bwrap per exec)
+    user: str | None = None              # docker: "root" runs as root (bwrap is never root)
     verifier_user: str | None = None     # docker: who runs commands given /tests (None: `user`)
     build_timeout_s: float | None = None  # image builds (docker), from build_timeout_sec
 
