@@ -1,9 +1,16 @@
 """Backend selection and the unconfined `process` backend."""
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
+from posttrain.sandbox.reaper import reap
 
 
 def test_unknown_backend_is_a_clear_error():
@@ -27,4 +34,29 @@ def test_process_backend_runs_in_its_dir(tmp_path):
         with pytest.raises(SandboxError, match="cannot mount"):
             sb.exec("true", mounts={"/tests": tmp_path})
         root = sb.host_path("/app").parent
+    assert not root.exists()
+
+
+CRASHER = """
+from posttrain.sandbox import open_sandbox
+sb = open_sandbox("process")
+print(sb.root, flush=True)
+sb.exec("sleep 654.3210", timeout_s=600)
+"""
+
+
+def test_process_backend_left_by_a_crash_is_reclaimed(state, host_pids, wait_until):
+    env = {**os.environ, "POSTTRAIN_SANDBOX_DIR": str(state)}
+    proc = subprocess.Popen([sys.executable, "-c", CRASHER], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    root = Path(proc.stdout.readline().strip())
+    wait_until(lambda: host_pids("654.3210"), "the command runs")
+    wait_until(lambda: "process_groups\": [[" in (root / "owner.json").read_text(),
+               "its group is recorded")
+    os.kill(proc.pid, signal.SIGKILL)                        # a crash: no cleanup ran
+    proc.wait()
+    assert host_pids("654.3210")                             # its own session outlives it
+    report = reap(state)
+    assert root.name in report.sandboxes and report.processes_killed == 1
+    wait_until(lambda: host_pids("654.3210") == [], "the reaper killed it")
     assert not root.exists()

@@ -3,7 +3,7 @@
     posttrain sandbox run -- bash -c 'id; ls /'
     posttrain sandbox run --memory-mb 256 --pids 64 --timeout 5 --json -- python3 -c 'print(1)'
     posttrain sandbox run --task tasks/hello -- ls -la /app
-    posttrain sandbox prune [--older-than-days 7] [--all]     (docker containers and images)
+    posttrain sandbox prune [--older-than-days 7] [--all] [--backend podman]   (containers, images)
 For debugging tasks and for checking the isolation by hand; the exit status is the
 command's. `--json` prints the ExecResult plus how each limit was enforced.
 """
@@ -51,7 +51,7 @@ def run(
     timeout: float = typer.Option(60.0, "--timeout", callback=positive, help="Wall-clock seconds."),
     network: Optional[str] = typer.Option(None, "--network", help="no-network | public."),
     task: Optional[Path] = typer.Option(None, "--task", help="Task dir: its limits and environment/."),
-    backend: str = typer.Option("bwrap", "--backend", help="bwrap | docker | process."),
+    backend: str = typer.Option("bwrap", "--backend", help="bwrap | docker | podman | process."),
     as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as JSON."),
 ) -> None:
     """Run COMMAND in a fresh sandbox, print its output (or JSON), exit with its status."""
@@ -89,12 +89,13 @@ def reap_sandboxes() -> None:
 def prune(
     older_than_days: float = typer.Option(7.0, help="Remove cached task images older than this."),
     all_images: bool = typer.Option(False, "--all", help="Remove every cached task image."),
+    backend: str = typer.Option("docker", "--backend", help="docker | podman: whose engine."),
 ) -> None:
     """Docker backend cleanup: containers (and compose networks, volumes) whose owner died,
     and old cached task images."""
     from posttrain.sandbox.docker.cleanup import prune as prune_docker
 
-    removed = prune_docker(older_than_days, all_images)
+    removed = prune_docker(older_than_days, all_images, backend)
     print("removed " + ", ".join(f"{len(v)} {kind}" for kind, v in removed.items()))
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import abc
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from posttrain.types import ExecResult
 
@@ -40,11 +42,36 @@ class SandboxSpec:
     output_limit: int = DEFAULT_OUTPUT_LIMIT  # bytes kept of stdout and of stderr each
     output_hard_limit: int = 64 * 1024 * 1024  # total bytes read before the command is killed
     mount_points: tuple[str, ...] = ("/tests", "/solution")  # `mounts` the warm runner serves
-    hidden: tuple[str, ...] = ()         # host paths shown empty and read-only (bwrap_args.hide)
-    warm: bool = True                    # one persistent in-sandbox runner (False: bwrap per exec)
-    user: str | None = None              # "root": docker runs as root (bwrap is never root)
+    # Read by one backend and ignored by the others: a task's spec is made from its
+    # task.toml before a backend is picked (agent/trial.py), so one spec serves them all.
+    hidden: tuple[str, ...] = ()         # bwrap: HIDE_GROUPS of host paths shown empty (args.py)
+    warm: bool = True                    # bwrap: one persistent runner (False: a bwrap per exec)
+    user: str | None = None              # docker: "root" runs as root (bwrap is never root)
     verifier_user: str | None = None     # docker: who runs commands given /tests (None: `user`)
     build_timeout_s: float | None = None  # image builds (docker), from build_timeout_sec
+
+
+@dataclass
+class ReapReport:
+    """What one reaper pass reclaimed (sandbox/reaper.py)."""
+
+    sandboxes: list[str] = field(default_factory=list)
+    processes_killed: int = 0
+    cgroups_removed: int = 0
+
+
+class Reclaimer(Protocol):
+    """What each backend offers the reaper for its own leftovers (bwrap/reclaim.py,
+    docker/cleanup.py, process.py). The reaper calls every backend: each frees only what
+    the fields it writes into owner.json name, and ignores records of other backends."""
+
+    def reclaim(self, record: dict, report: ReapReport) -> None:
+        """Free what one dead owner's record names (processes, containers, cgroups); the
+        reaper removes the sandbox's directory itself."""
+
+    def sweep(self, state: Path, live: Callable[[str], bool], report: ReapReport) -> None:
+        """Free what this backend may leave that no record names. `live(name)` says whether
+        the sandbox `name` under `state` is live: ask it when a leftover is seen, not before."""
 
 
 class Sandbox(abc.ABC):

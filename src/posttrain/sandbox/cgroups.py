@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 
 
-def _own_paths() -> dict[str, str]:
+def own_paths() -> dict[str, str]:
     """{controller or "": path} from /proc/self/cgroup ("" is the v2 hierarchy)."""
     paths = {}
     for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -69,7 +69,7 @@ class Cgroup:
     def _make_v2(cls, name: str) -> "Cgroup | None":
         if not (ROOT / "cgroup.controllers").exists():
             return None
-        path = ROOT / _own_paths()[""].lstrip("/") / name
+        path = ROOT / own_paths()[""].lstrip("/") / name
         path.mkdir()
         group = cls("v2", {"": path})
         if not all((path / f).exists() for f in ("memory.max", "pids.max", "cpu.max")):
@@ -81,7 +81,7 @@ class Cgroup:
     def _make_v1(cls, name: str, controllers: tuple[str, ...]) -> "Cgroup | None":
         """One group per v1 hierarchy; each costs a slow migration per process, so only
         the hierarchies a limit needs (cpu only when there is a CPU share)."""
-        own = _own_paths()
+        own = own_paths()
         if not all((ROOT / c / "cgroup.procs").exists() and c in own for c in controllers):
             return None
         dirs = {}

@@ -1,7 +1,8 @@
-"""Pick a sandbox backend by name: `bwrap` (default), `docker` (needs an engine),
-`process` (no isolation, debugging only, never chosen unless named). The first sandbox a
-process opens first reclaims what dead owners left (sandbox/reaper.py), so every command
-that opens sandboxes cleans up after killed runs."""
+"""Pick a sandbox backend by name: `bwrap` (default), `docker` (needs an engine), `podman`
+(the docker backend on the Podman engine), `process` (no isolation, debugging only, never
+chosen unless named). This is the one place a backend, and so a container engine, is
+chosen. The first sandbox a process opens first reclaims what dead owners left
+(sandbox/reaper.py), so every command that opens sandboxes cleans up after killed runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 from posttrain.errors import SandboxError
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 
-BACKENDS = ("bwrap", "docker", "process")
+BACKENDS = ("bwrap", "docker", "podman", "process")
 
 
 _reap_lock = threading.Lock()
@@ -37,10 +38,11 @@ def create(backend: str, spec: SandboxSpec) -> Sandbox:
         from posttrain.sandbox.bwrap.sandbox import BwrapSandbox
 
         return BwrapSandbox(spec)
-    if backend == "docker":
+    if backend in ("docker", "podman"):          # one backend over either engine's CLI
+        from posttrain.sandbox.docker.cli import chosen
         from posttrain.sandbox.docker.sandbox import DockerSandbox
 
-        return DockerSandbox(spec)
+        return DockerSandbox(spec, chosen(backend))
     if backend == "process":
         from posttrain.sandbox.process import ProcessSandbox
 

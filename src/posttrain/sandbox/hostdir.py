@@ -22,6 +22,7 @@ from pathlib import Path
 from posttrain.errors import SandboxError
 
 WRITABLE = ("app", "tmp", "logs")
+GRACE_S = 60.0    # a sandbox dir without an owner record (or a cgroup) this young may be new
 
 
 def state_dir() -> Path:

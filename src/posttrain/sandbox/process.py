@@ -1,13 +1,15 @@
 """The `process` backend: NO isolation, for debugging a task or the harness only.
 
-Commands run on the host as the current user, in a temp dir that has app/, tmp/ and
-logs/. There is no namespace, so absolute paths are the HOST's: `/app/x` in a
-command means the host's /app, not the sandbox's; the command starts in <dir>/app,
+Commands run on the host as the current user, in a dir under the state dir (hostdir.py)
+that has app/, tmp/ and logs/. There is no namespace, so absolute paths are the HOST's:
+`/app/x` in a command means the host's /app, not the sandbox's; the command starts in <dir>/app,
 and $APP_DIR, $TMPDIR and $LOGS_DIR point at the three areas, so only commands that
 use relative paths or those variables behave as they would in a real sandbox.
 Read-only mounts cannot be made without namespaces and raise SandboxError. A
 timeout kills the command's process group; a child that calls setsid escapes it.
 Never run untrusted code here; `open_sandbox` only builds it when asked by name.
+The dir lives under the state dir with an owner record naming the commands' process
+groups, so the reaper (`reclaim` below) kills them and removes the dir if we crash.
 """
 
 from __future__ import annotations
@@ -16,29 +18,42 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, exit_code_of
+from posttrain.sandbox import hostdir
+from posttrain.sandbox.base import KILLED_EXIT, ReapReport, Sandbox, SandboxSpec, exit_code_of
 from posttrain.sandbox.capture import capture
-from posttrain.sandbox.hostdir import sandbox_path
 from posttrain.types import ExecResult
 
 
 class ProcessSandbox(Sandbox):
-    """A temp dir on the host; commands run there unconfined."""
+    """A dir on the host; commands run there unconfined."""
 
     def __init__(self, spec: SandboxSpec):
         self.spec = spec
-        self.root = Path(tempfile.mkdtemp(prefix="posttrain-process-"))
-        for name in ("app", "tmp", "logs"):
-            (self.root / name).mkdir()
+        self.root, _ = hostdir.create_root(f"process-{uuid.uuid4().hex[:12]}", None)
+        self._groups: dict[int, str | None] = {}     # running commands: pgid -> start time
+        self._lock = threading.Lock()
         self._closed = False
+        hostdir.write_owner(self.root, process_groups=[])
 
     def host_path(self, sandbox_path_: str) -> Path:
-        return sandbox_path(self.root, sandbox_path_)
+        return hostdir.sandbox_path(self.root, sandbox_path_)
+
+    def _running(self, pgid: int, start: str | None) -> None:
+        """Record a command's process group for the reaper (start None: it has ended)."""
+        with self._lock:
+            if start is None:
+                self._groups.pop(pgid, None)
+            else:
+                self._groups[pgid] = start
+            if not self._closed:
+                hostdir.write_owner(self.root, process_groups=list(self._groups.items()))
 
     def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.root / "app"),
@@ -61,6 +76,13 @@ class ProcessSandbox(Sandbox):
         proc = subprocess.Popen(["/bin/bash", "-c", command], cwd=cwd, env=self._env(env),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
+        self._running(proc.pid, hostdir.process_start(proc.pid))
+        try:
+            return self._wait(proc, start, timeout_s)
+        finally:
+            self._running(proc.pid, None)
+
+    def _wait(self, proc: subprocess.Popen, start: float, timeout_s: float) -> ExecResult:
         kill = lambda: _killpg(proc.pid)  # noqa: E731
         got = capture({"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()},
                       deadline=start + timeout_s, limit=self.spec.output_limit,
@@ -83,9 +105,22 @@ class ProcessSandbox(Sandbox):
                           truncated=got.truncated, killed_by=killed_by)
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
+        with self._lock:
+            closed, self._closed = self._closed, True
+        if not closed:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def reclaim(record: dict, report: ReapReport) -> None:
+    """For the reaper: kill the process groups of a dead owner's commands that still run."""
+    for pgid, start in record.get("process_groups", []):
+        if start and hostdir.process_start(pgid) == start:
+            _killpg(pgid)
+            report.processes_killed += 1
+
+
+def sweep(state: Path, live: Callable[[str], bool], report: ReapReport) -> None:
+    """Nothing: each command's group is in its sandbox's record."""
 
 
 def _killpg(pgid: int) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import SandboxSpec, open_sandbox
+from posttrain.sandbox.docker.cli import ENGINES, ContainerCLI
 from posttrain.sandbox.environment import prepare_environment
 
 BASE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
@@ -37,6 +38,18 @@ def test_engine_not_running_is_one_clear_line(monkeypatch):
         open_sandbox("docker", SandboxSpec())
     msg = str(e.value)
     assert "\n" not in msg and ("not running" in msg or "no `docker` CLI" in msg)
+
+
+def test_podman_is_a_backend_name_and_engines_differ_by_their_row(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))                 # no engine CLI anywhere
+    with pytest.raises(SandboxError, match="no `podman` CLI on PATH"):
+        open_sandbox("podman")
+    monkeypatch.setenv("POSTTRAIN_CONTAINER_CLI", "nope")    # the older way to pick an engine
+    with pytest.raises(SandboxError, match="unknown container engine 'nope'.*podman"):
+        open_sandbox("docker")
+    docker, podman = (ContainerCLI(name, f"/x/{name}", **row) for name, row in ENGINES.items())
+    assert docker.supports_compose and not podman.supports_compose
+    assert docker.run_flags() == [] and podman.run_flags()[::2] == ["--ulimit", "--ulimit"]
 
 
 @pytest.mark.slow

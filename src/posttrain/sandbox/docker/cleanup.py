@@ -1,35 +1,45 @@
 """Cleanup for the docker backend: containers of sandboxes whose owner died, and the
 image cache. Policy: containers are removed by close() and, if their owner crashed, by
-the reaper; task images stay cached (keyed by build-context hash) until `prune`
-removes those unused for `older_than_days` (or all of them)."""
+the reaper (`reclaim` below, through sandbox/reaper.py); task images stay cached (keyed
+by build-context hash) until `prune` removes those unused for `older_than_days` (or all
+of them)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
 
+from posttrain.sandbox.base import ReapReport
 from posttrain.sandbox.docker import cli as engine
 
 
-def remove_container(name: str) -> None:
-    cli = shutil.which("docker")
-    if cli:
-        subprocess.run([cli, "rm", "-f", name], capture_output=True, timeout=120)
-
-
-def remove_compose_project(name: str) -> None:
-    cli = shutil.which("docker")
-    if cli:
+def reclaim(record: dict, report: ReapReport) -> None:
+    """A dead owner's container and compose project (sidecars, network, volumes), removed
+    with the engine its record names; nothing when that CLI is gone."""
+    container, project = record.get("container"), record.get("compose_project")
+    name = record.get("engine", "docker")            # records before engines were named: docker
+    cli = shutil.which(name) if (container or project) and name in engine.ENGINES else None
+    if cli and container:
+        subprocess.run([cli, "rm", "-f", container], capture_output=True, timeout=120)
+    if cli and project:
         from posttrain.sandbox.docker.compose import remove_project
 
-        remove_project(cli, name)
+        remove_project(cli, project)
 
 
-def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
+def sweep(state: Path, live: Callable[[str], bool], report: ReapReport) -> None:
+    """Nothing: every container has a record; those whose record is lost `prune` finds."""
+
+
+def prune(older_than_days: float = 7.0, all_images: bool = False,
+          backend: str = "docker") -> dict:
     """Remove posttrain containers whose owner process is gone and cached task images
-    older than the cutoff (all of them with all_images); returns what was removed."""
-    cli = engine.engine_cli()
+    older than the cutoff (all of them with all_images), on the backend's engine;
+    returns what was removed."""
+    cli = engine.chosen(backend).path
     removed = {"containers": [], "networks": [], "volumes": [], "images": []}
     out = engine.run(cli, "ps", "-a", "--filter", f"label={engine.LABEL}", "--format",
                      '{{.ID}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
@@ -60,8 +70,6 @@ def prune(older_than_days: float = 7.0, all_images: bool = False) -> dict:
 
 
 def _alive(pid: int) -> bool:
-    from pathlib import Path
-
     return Path(f"/proc/{pid}").exists()
 
 

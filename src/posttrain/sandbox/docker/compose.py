@@ -62,12 +62,13 @@ class ComposeProject:
     """The sidecars of one sandbox: prepare() reads and checks the file and builds images,
     up() starts them and waits until they are healthy, down() removes everything."""
 
-    def __init__(self, cli: str, env_dir: Path, name: str, root: Path, limits: Limits,
-                 env: dict[str, str]):
-        if os.path.basename(cli) == "podman":      # docker-compose speaks to dockerd only
+    def __init__(self, container_cli: engine.ContainerCLI, env_dir: Path, name: str,
+                 root: Path, limits: Limits, env: dict[str, str]):
+        if not container_cli.supports_compose:
             raise SandboxError("multi-container tasks (docker-compose.yaml) need the Docker "
-                               "engine; under Podman they are not supported yet")
-        self.cli, self.env_dir, self.name, self.limits = cli, Path(env_dir).resolve(), name, limits
+                               f"engine; under {container_cli.name} they are not supported yet")
+        self.cli, self.env_dir, self.name = container_cli.path, Path(env_dir).resolve(), name
+        self.limits = limits
         self.compose = compose_cli()
         self.file = root / "compose.yaml"
         self.env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | env

@@ -49,8 +49,8 @@ class DockerSandbox(Sandbox):
 
     _app_tars: dict[str, bytes] = {}      # image -> its /app as a tar (tags are content hashes)
 
-    def __init__(self, spec: SandboxSpec):
-        self.cli, self.spec = engine.engine_cli(), spec
+    def __init__(self, spec: SandboxSpec, container_cli: engine.ContainerCLI):
+        self.container_cli, self.cli, self.spec = container_cli, container_cli.path, spec
         self.id = f"posttrain-{uuid.uuid4().hex[:12]}"
         self.as_root = spec.user in ("root", "0")
         self.verifier_root = (spec.verifier_user or spec.user) in ("root", "0")
@@ -59,7 +59,8 @@ class DockerSandbox(Sandbox):
                                                     self.uid)
         for point in spec.mount_points:
             (self.root / "mnt" / point.strip("/").replace("/", "_")).mkdir()
-        hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs)
+        hostdir.write_owner(self.root, container=self.id, engine=container_cli.name,
+                            tmpfs=self.tmpfs)
         self.image, self.build = DEFAULT_IMAGE, None
         self.cgroup: ContainerCgroup | None = None
         self.compose: docker_compose.ComposeProject | None = None
@@ -94,10 +95,10 @@ class DockerSandbox(Sandbox):
         for var, path in (("VERIFIER_LOGS", "logs/verifier"), ("AGENT_LOGS", "logs/agent"),
                           ("ARTIFACTS", "logs/artifacts")):     # Harbor's names
             harbor[f"ENV_{var}_PATH"], harbor[f"HOST_{var}_PATH"] = f"/{path}", str(self.root / path)
-        self.compose = docker_compose.ComposeProject(self.cli, env_dir, self.id, self.root,
-                                                     limits, {**s.env, **harbor})
-        hostdir.write_owner(self.root, container=self.id, tmpfs=self.tmpfs,
-                            compose_project=self.id)
+        self.compose = docker_compose.ComposeProject(self.container_cli, env_dir, self.id,
+                                                     self.root, limits, {**s.env, **harbor})
+        hostdir.write_owner(self.root, container=self.id, engine=self.container_cli.name,
+                            tmpfs=self.tmpfs, compose_project=self.id)
         request = self.compose.prepare(s.build_timeout_s or 600)
         s.env.update(request.environment)
         s.workdir = request.working_dir or s.workdir
@@ -109,7 +110,7 @@ class DockerSandbox(Sandbox):
         s = self.spec
         memory = s.memory_mb or DEFAULT_MEMORY_MB
         args = ["run", "-d", "--name", self.id, "--label", f"{engine.LABEL}={os.getpid()}",
-                *self._network_args(), *engine.run_flags(self.cli), "--init",
+                *self._network_args(), *self.container_cli.run_flags(), "--init",
                 "--hostname", "sandbox", "--ipc", "private", "--shm-size", f"{SHM_MB}m",
                 "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
                 "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
