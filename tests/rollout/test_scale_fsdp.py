@@ -10,7 +10,7 @@ from tests_ray import local_cluster, require_ray  # noqa: E402
 ray = require_ray()
 
 from posttrain.schedule.sampler import GroupJob  # noqa: E402
-from posttrain.train.fsdp import load_sharded  # noqa: E402
+from posttrain.train.dcp import load_sharded  # noqa: E402
 from posttrain.train.ranks import RankedTrainer  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 

@@ -6,8 +6,8 @@ the whole batch first, and each micro-batch is weighted by its share of the whol
 the summed gradient is the one process's gradient. FSDP2's reduce-scatter would divide by
 the world size: the divide factor is set to 1 and the reduction forced to a plain sum (gloo
 has no pre-multiplied sum; this also settles the gloo sum-versus-average question). Stats
-are summed across ranks; mismatch stats are computed over the gathered logprobs of every rank. A checkpoint (`save_sharded`) written by N ranks loads
-on M (`load_sharded`), M = 1 included (a plain model, no process group).
+are summed across ranks; mismatch stats are computed over the gathered logprobs of every rank. A checkpoint written by N ranks loads on M,
+M = 1 included (a plain model, no process group): train/dcp.py.
 """
 
 from __future__ import annotations
@@ -85,24 +85,3 @@ class ShardedTrainer(PolicyTrainer):
 
         return get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True,
                                                                          cpu_offload=True))
-
-
-def save_sharded(model, optimizer, path) -> None:
-    """Model and optimizer state as a Distributed Checkpoint: each rank writes its shards."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
-
-
-def load_sharded(model, optimizer, path) -> None:
-    """Load a Distributed Checkpoint written on any rank count into this rank's shards (or
-    into a plain model and optimizer outside a process group)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict, get_state_dict
-
-    model_sd, optim_sd = get_state_dict(model, optimizer)
-    state = {"model": model_sd, "optim": optim_sd}
-    dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])

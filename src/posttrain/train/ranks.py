@@ -65,12 +65,12 @@ class TrainerRank:
         return full if self.rank == 0 else None
 
     def save(self, path: str) -> None:
-        from posttrain.train.fsdp import save_sharded
+        from posttrain.train.dcp import save_sharded
 
         save_sharded(self.trainer.model, self.trainer.optimizer, path)
 
     def load(self, path: str) -> None:
-        from posttrain.train.fsdp import load_sharded
+        from posttrain.train.dcp import load_sharded
 
         load_sharded(self.trainer.model, self.trainer.optimizer, path)
 
@@ -156,7 +156,7 @@ class RankedTrainer:
         self._all(lambda a: a.save.remote(str(dcp)))
 
     def load_state(self, checkpoint: Path) -> None:
-        """Shards saved by any number of ranks load on these (train/fsdp.py)."""
+        """Shards saved by any number of ranks load on these (train/dcp.py)."""
         dcp = (checkpoint / "dcp").resolve()
         if not dcp.is_dir():
             raise PosttrainError(f"{checkpoint} was saved by one trainer (trainer.pt); "

@@ -116,9 +116,9 @@ class PolicyTrainer:
         torch.save(self.state_dict(), checkpoint / "trainer.pt")
 
     def load_state(self, checkpoint: Path) -> None:
-        """From trainer.pt, or from the shards N trainer ranks wrote (dcp/: loads on one, train/fsdp.py)."""
+        """From trainer.pt, or from the shards N trainer ranks wrote (dcp/: loads on one, train/dcp.py)."""
         if (checkpoint / "dcp").is_dir():
-            from posttrain.train.fsdp import load_sharded
+            from posttrain.train.dcp import load_sharded
 
             load_sharded(self.model, self.optimizer, checkpoint / "dcp")
         else:
