@@ -173,7 +173,7 @@ def vs_trl(size: dict, out: Path) -> dict:
     # Async: the engine in a child process (on a core of its own) generates the next batch
     # (one wave = B groups) while the trainer computes on the other core.
     async_cfg = base + ["rollout.max_staleness=1", "rollout.workers=1", "rollout.overprovision=0",
-                        f"rollout.groups_per_wave={size['trl_groups']}", "rollout.engine_process=true"]
+                        f"rollout.groups_per_wave={size['trl_groups']}", 'engines.kind="process"']
     ours_sync = run_mode(base + ["rollout.max_staleness=0", "rollout.overprovision=0"], "ours-sync")
     held_out, scores_of = held_out_eval(load_rl_config(None, base), out / "trl-eval")
     ours, trl, paired = [], {1: [], 2: []}, None

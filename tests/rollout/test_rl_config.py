@@ -22,6 +22,32 @@ def test_bad_keys_and_types(override, message):
         load_rl_config(None, [override])
 
 
+@pytest.mark.parametrize("overrides, message", [
+    (["rollout.engine_process=true"], 'rollout.engine_process is now engines.kind = "process"'),
+    (["rollout.pin_cores=false"], "rollout.pin_cores is now engines.pin_cores"),
+    (["engines.pin_cores=true"], 'engines.pin_cores is a knob of engines.kind = "process"'),
+    (['engines.kind="process"', 'cluster.executor="ray"'],
+     'engines.kind = "process" is for cluster.executor = "local"'),
+])
+def test_the_engine_is_one_key_and_old_keys_say_where_they_went(overrides, message):
+    """engines.kind picks the engine; the keys it replaced are refused in one line naming the
+    new key, and so are one engine's knob on another and an engine the Ray executor cannot run."""
+    with pytest.raises(ConfigError, match=message) as e:
+        load_rl_config(None, overrides)
+    assert "\n" not in str(e.value)
+    cfg = load_rl_config(None, ['engines.kind="process"', "engines.pin_cores=false"])
+    assert cfg.engines.kind == "process" and cfg.engines.pin_cores is False
+
+
+def test_every_engine_kind_has_one_builder():
+    from typing import get_args
+
+    from posttrain.engine.fleet.config import EnginesConfig
+    from posttrain.recipes.rl_engines import ENGINES
+
+    assert set(ENGINES) == set(get_args(EnginesConfig.model_fields["kind"].annotation))
+
+
 def test_config_file_errors_are_one_line_through_the_cli(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[rollout]\nsteps = 2\nbogus = true\n")

@@ -53,5 +53,6 @@ def test_the_knob_is_refused_where_the_engine_would_not_be_exact(where):
     from posttrain.recipes.rl_config import load_rl_config
 
     assert load_rl_config(None, ["algo.exact_logprobs=true"]).algo.exact_logprobs
+    assert load_rl_config(None, ["algo.exact_logprobs=true", 'engines.kind="process"']).algo.exact_logprobs
     with pytest.raises(ConfigError, match="exact_logprobs needs the embedded engine"):
         load_rl_config(None, ["algo.exact_logprobs=true", where])

@@ -202,33 +202,37 @@ def test_an_async_run_replays_exactly_from_its_recorded_batches(make_parts, tmp_
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs sched_setaffinity and two cores")
 def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_parts, tokenizer):
-    """rollout.pin_cores (auto: single-turn tasks): the engine child on one core, the trainer
+    """engines.pin_cores (auto: single-turn tasks): the engine child on one core, the trainer
     thread on the others with no more torch threads than it has cores; all of it undone when
     the engine closes. Sandbox tasks are not pinned by default."""
     import threading
 
     import torch
 
-    from posttrain.recipes.rl import rollout_engine
+    from posttrain.agent.config import AgentConfig
     from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl_engines import rollout_engine
+    from posttrain.rollout.envs import InEngineProcess, SandboxEnv
 
-    _, model, _ = make_parts()
+    env, model, _ = make_parts()
     me, before = threading.get_native_id(), os.sched_getaffinity(0)
-    cfg = load_rl_config(None, ["rollout.engine_process=true", "threads=2", 'tasks.kind="copy"'])
+    cfg = load_rl_config(None, ['engines.kind="process"', "threads=2", 'tasks.kind="copy"'])
     threads = torch.get_num_threads()
     torch.set_num_threads(len(before))
     try:
-        with rollout_engine(cfg, model, tokenizer) as engine:
+        with rollout_engine(cfg, model, tokenizer, env) as (engine, wrapped):
             child = engine.engine.pid
+            assert isinstance(wrapped, InEngineProcess)  # single-turn episodes run in the child
             assert len(os.sched_getaffinity(child)) == 1
             assert os.sched_getaffinity(me) == before - os.sched_getaffinity(child)
             assert torch.get_num_threads() == len(before) - 1
             assert engine.cores == os.sched_getaffinity(child)
         assert os.sched_getaffinity(me) == before and torch.get_num_threads() == len(before)
-        sandbox_tasks = load_rl_config(None, ["rollout.engine_process=true"])  # not pinned by default
-        with rollout_engine(sandbox_tasks, model, tokenizer) as engine:
+        sandbox_env = SandboxEnv([], None, AgentConfig(), group_size=2)
+        sandbox_tasks = load_rl_config(None, ['engines.kind="process"'])  # not pinned by default
+        with rollout_engine(sandbox_tasks, model, tokenizer, sandbox_env) as (engine, wrapped):
             assert os.sched_getaffinity(engine.engine.pid) == before == os.sched_getaffinity(me)
-            assert engine.cores is None
+            assert engine.cores is None and wrapped is sandbox_env
     finally:
         torch.set_num_threads(threads)
 

@@ -33,9 +33,15 @@ class SamplingParams:
 
 
 class Engine(abc.ABC):
-    """Token-in/token-out generation with per-token logprobs and a policy version."""
+    """Token-in/token-out generation with per-token logprobs and a policy version.
+
+    The rollout layer (rollout/weights.py) asks an engine only what it declares here."""
 
     policy_version: int = 0
+    # Orders weight updates against its own calls, so callers may generate side by side.
+    concurrent: bool = False
+    # Takes new weights without waiting for a generate call in flight.
+    updates_while_generating: bool = False
 
     @abc.abstractmethod
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
@@ -43,3 +49,8 @@ class Engine(abc.ABC):
 
     def update_weights(self, state_dict: dict, version: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not accept weight updates")
+
+    def share_weights(self, model, version: int) -> bool:
+        """Take `model`'s weights as `version` without a copy, where this engine generates
+        from `model` itself. False: nothing was done, copy them with `update_weights`."""
+        return False

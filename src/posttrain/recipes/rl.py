@@ -5,7 +5,7 @@ HF checkpoint, with held-out evals before and after.
     posttrain rl examples/rl.toml --resume   # continue from checkpoints/latest exactly
 
 The pipeline (rollout/pipeline.py) runs the rollout loop and the training loop; this file
-only builds the parts: tasks and environment, policy, engine, trainer, sampler.
+only builds the parts: tasks and environment, policy, engine (rl_engines.py), trainer, sampler.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
 import random
 import time
 from collections import defaultdict
@@ -22,10 +21,8 @@ from pathlib import Path
 
 import torch
 
-from posttrain.engine.affinity import split_cores
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.paged.local import EngineConfig, LocalEngine
-from posttrain.engine.process import ProcessEngine
+from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.evals.stats import clustered_mean_ci
@@ -34,8 +31,9 @@ from posttrain.recipes.domains import make_scheduler
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
 from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.rl_engines import rollout_engine
 from posttrain.recipes.rl_env import build_env
-from posttrain.rollout.envs import InEngineProcess, SandboxEnv, SingleTurnEnv
+from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
@@ -108,35 +106,6 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     return run_dir / "replay" / "metrics.jsonl"
 
 
-@contextlib.contextmanager
-def rollout_engine(cfg: RLRunConfig, model, tok):
-    """The sampler's engine over a copy of the policy: in this process, or (rollout.engine_process)
-    in a child process that generates on its own core while the trainer computes, or (engines.kind)
-    on engine servers."""
-    if cfg.engines.kind != "embedded":
-        from posttrain.recipes.served_engine import served_rollout_engine
-
-        with served_rollout_engine(cfg, model, tok) as engine:
-            yield engine
-        return
-    # algo.exact_logprobs: the engine's half of bit-identical logprobs (docs/rl.md)
-    engine_cfg = EngineConfig(batch_invariant=cfg.algo.exact_logprobs)
-    if not cfg.rollout.engine_process:
-        yield LockedEngine(LocalEngine(copy.deepcopy(model), tok, config=engine_cfg))
-        return
-    # One thread: the engine's batches are small, so generation is latency-bound.
-    with ProcessEngine(model, tok, engine_config=engine_cfg, threads=1) as engine, contextlib.ExitStack() as pinned:
-        locked = LockedEngine(engine)
-        pin = cfg.rollout.pin_cores if cfg.rollout.pin_cores is not None else cfg.tasks.kind == "copy"
-        if pin and (cores := pinned.enter_context(split_cores(engine.pid))):
-            locked.cores = cores
-            # No more intra-op threads than the trainer now has cores (two on one core stall).
-            threads = torch.get_num_threads()
-            torch.set_num_threads(min(threads, len(os.sched_getaffinity(0))))
-            pinned.callback(torch.set_num_threads, threads)
-        yield locked
-
-
 def run_rl(cfg: RLRunConfig, resume: bool = False, overwrite: bool = False, console=None) -> dict:
     """Run (or resume) the job; a trainer rank that dies resumes it from the last checkpoint,
     up to cluster.rank_failures times."""
@@ -187,9 +156,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             contextlib.ExitStack() as stack, Preempted() as preempted:
         executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt, _warn(console))
-        engine = stack.enter_context(rollout_engine(cfg, model, tok))
-        if isinstance(env, SingleTurnEnv) and isinstance(engine.engine, ProcessEngine):
-            env = InEngineProcess(env, engine)
+        engine, env = stack.enter_context(rollout_engine(cfg, model, tok, env))
         trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
         if hasattr(trainer, "close"):
             stack.callback(trainer.close)

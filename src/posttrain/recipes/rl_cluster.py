@@ -19,9 +19,6 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
     """The one place the executor is chosen (`cluster.executor`); the layers never ask."""
     if cfg.cluster.executor == "local":
         return LocalExecutor()
-    if cfg.rollout.engine_process:
-        raise PosttrainError("rollout.engine_process is for the local executor; "
-                             "with cluster.executor = \"ray\" the engine replicas are actors of their own")
     try:
         import ray  # noqa: F401
     except ImportError as e:

@@ -68,7 +68,7 @@ class RLRunConfig(_Section):
     agent: AgentConfig = AgentConfig()
     domains: list[DomainConfig] = []       # [[domains]] tables; none: [tasks] is the one domain
     schedule: ScheduleConfig = ScheduleConfig()
-    engines: EnginesConfig = EnginesConfig()  # embedded, or vLLM servers (recipes/served_engine.py)
+    engines: EnginesConfig = EnginesConfig()  # engines.kind: recipes/rl_engines.py
     cluster: ClusterConfig = ClusterConfig()
 
     @property
@@ -76,11 +76,16 @@ class RLRunConfig(_Section):
         return Path(self.runs_dir) / self.name
 
     @model_validator(mode="after")
-    def _exact_needs_the_embedded_engine(self):
+    def _engine_fits_the_run(self):
+        kind = self.engines.kind
+        if self.cluster.executor == "ray" and kind != "embedded":
+            raise ValueError(f'engines.kind = "{kind}" is for cluster.executor = "local"; with "ray" '
+                             "the engine replicas are actors of their own (cluster.engine_replicas)")
         # The batch_invariant engine half of algo.exact_logprobs exists only in the embedded
-        # engine started by recipes/rl.py; Ray replicas and vLLM servers would not be exact.
-        if self.algo.exact_logprobs and (self.engines.kind != "embedded" or self.cluster.executor != "local"):
-            raise ValueError("algo.exact_logprobs needs the embedded engine and cluster.executor = \"local\"")
+        # engine (recipes/rl_engines.py); Ray replicas and vLLM servers would not be exact.
+        if self.algo.exact_logprobs and (kind == "vllm" or self.cluster.executor != "local"):
+            raise ValueError('algo.exact_logprobs needs the embedded engine (engines.kind = "embedded" '
+                             'or "process") and cluster.executor = "local"')
         return self
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field
+# Keys that moved to another section: an old config that sets one is told where it went.
+MOVED = {"engine_process": 'engines.kind = "process"', "pin_cores": "engines.pin_cores"}
 
 
 class RolloutConfig(BaseModel):
@@ -30,8 +32,12 @@ class RolloutConfig(BaseModel):
     episode_timeout_s: float | None = Field(None, gt=0)  # per-episode cap on the agent phase
     checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
     temperature: float = Field(1.0, gt=0)
-    engine_process: bool = False                 # generate in a child process, beside the trainer
-    # With engine_process: the child on a core of its own, the trainer (and the sandboxes its
-    # threads start) on the others. None: only for single-turn tasks, which start no sandboxes.
-    pin_cores: bool | None = None
     record_batches: bool = False                 # write each trained batch to RUN/batches (replay)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data):
+        for old, new in MOVED.items():
+            if isinstance(data, dict) and old in data:
+                raise ValueError(f"rollout.{old} is now {new}")
+        return data

@@ -143,7 +143,7 @@ class InEngineProcess:
 
     def __init__(self, env, engine):
         self.env = env
-        self._handle = engine.engine.bind(env.run)
+        self._handle = engine.bind(env.run)
 
     @property
     def task_ids(self) -> list[str]:

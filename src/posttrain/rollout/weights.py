@@ -35,7 +35,7 @@ class LockedEngine(Engine):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:
         # An engine server orders updates against its own calls (`concurrent`): callers go
         # side by side, so its batches fill; generate_s then sums overlapping calls.
-        concurrent = getattr(self.engine, "concurrent", False)
+        concurrent = self.engine.concurrent
         if not concurrent:
             with self._turn:
                 pass
@@ -46,6 +46,10 @@ class LockedEngine(Engine):
             finally:
                 with self._count_lock:
                     self.generate_s += time.perf_counter() - t0
+
+    def bind(self, fn) -> int:
+        """Send `fn` to the engine's process once (ProcessEngine.bind); `run_beside` runs it."""
+        return self.engine.bind(fn)
 
     def run_beside(self, handle: int, *args):
         """A function bound in the engine's process (ProcessEngine.bind), run there; the time
@@ -69,16 +73,11 @@ class LockedEngine(Engine):
             self.engine.update_weights(state, version)
 
     def publish(self, model, version: int) -> None:
-        """Copy the trainer's weights into the engine (unless they share the model). An engine
+        """Copy the trainer's weights into the engine (unless it shares the model). An engine
         in another process takes them without waiting for the generate call in flight."""
-        if getattr(self.engine, "updates_while_generating", False):
+        if self.engine.updates_while_generating:
             self.engine.update_weights(self._state_of(model), version)
             return
         with self._turn, self._lock:
-            if getattr(self.engine, "model", None) is model:
-                self.engine.policy_version = version
-                flush = getattr(getattr(self.engine, "blocks", None), "flush", None)
-                if flush:
-                    flush()
-            else:
+            if not self.engine.share_weights(model, version):
                 self.engine.update_weights(self._state_of(model), version)

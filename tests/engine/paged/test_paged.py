@@ -159,3 +159,24 @@ def test_unwritten_kv_slots_holding_nan_do_not_leak_into_outputs(model):
     got = dirty.generate(prompts, params)
     assert [c.token_ids for c in got] == [c.token_ids for c in want]
     assert [c.logprobs for c in got] == [c.logprobs for c in want]
+
+
+def test_an_engine_sharing_the_trainers_model_is_published_to_without_a_copy(model):
+    """LockedEngine.publish asks the engine to share the weights: the paged engine over the
+    trainer's own model only flushes its cached prefixes and takes the version; one over
+    a copy says no, and the copy is updated."""
+    import copy
+
+    from posttrain.rollout.weights import LockedEngine
+
+    shared = LocalEngine(model)
+    assert shared.model is model  # fp32 on CPU: no copy
+    engine = LockedEngine(shared)
+    engine.generate([BASE[1]] * 2, SamplingParams(max_tokens=4, seed=0))
+    assert shared.blocks.hash_to_block  # the prompt's blocks are cached
+    engine.publish(model, 3)
+    assert shared.policy_version == engine.policy_version == 3 and not shared.blocks.hash_to_block
+    other = LocalEngine(copy.deepcopy(model))
+    assert not other.share_weights(model, 4) and other.policy_version == 0
+    LockedEngine(other).publish(model, 4)
+    assert other.policy_version == 4

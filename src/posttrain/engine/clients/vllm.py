@@ -22,6 +22,7 @@ import httpx
 
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.clients.http_json import JSONClient
+from posttrain.engine.clients.openai import completions_body, first_model
 from posttrain.engine.clients.weight_files import staged_weights
 from posttrain.errors import EngineError
 from posttrain.types import Completion
@@ -36,7 +37,7 @@ class VLLMEngine(Engine):
                  timeout: float = 600.0, max_concurrent: int = 32):
         self.http = JSONClient(base_url, api_key, timeout)
         self.base_url = self.http.base_url
-        self.model = model or self._first_model()
+        self.model = model or first_model(self.http)
         self.policy_version = 0
         self.healthy = True  # False after a failed update: the weights may be mixed
         self.outstanding_tokens = 0  # prompt + max_tokens of the calls in flight (replica load)
@@ -45,25 +46,13 @@ class VLLMEngine(Engine):
         self._active = 0
         self._updating = False
 
-    def _first_model(self) -> str:
-        data = self.http.call("GET", "/v1/models")
-        if not isinstance(data, dict) or not data.get("data"):
-            raise EngineError(f"{self.base_url}/v1/models lists no model: {str(data)[:200]}")
-        return data["data"][0]["id"]
-
     # ---- generation --------------------------------------------------------------------
-
-    def _body(self, prompt: list[int], params: SamplingParams, row: int) -> dict:
-        seed = None if params.seed is None else (params.seed * SEED_STRIDE + row) % 2**31
-        return {"model": self.model, "prompt": list(prompt), "max_tokens": params.max_tokens,
-                "temperature": params.temperature, "top_p": params.top_p,
-                "top_k": params.top_k or -1, "stop_token_ids": list(params.stop_token_ids),
-                "stop": list(params.stop) or None, "seed": seed, "logprobs": 0,
-                "return_token_ids": True, "ignore_eos": True}
 
     def _one(self, prompt: list[int], params: SamplingParams, row: int, version: int) -> Completion:
         t0 = time.perf_counter()
-        data = self.http.call("POST", "/v1/completions", self._body(prompt, params, row))
+        seed = None if params.seed is None else (params.seed * SEED_STRIDE + row) % 2**31
+        body = completions_body(self.model, list(prompt), params, seed, top_k_off=-1)
+        data = self.http.call("POST", "/v1/completions", body)
         try:
             choice = data["choices"][0]
             ids = [int(x) for x in choice["token_ids"]]

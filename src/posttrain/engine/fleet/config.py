@@ -1,5 +1,6 @@
-"""EnginesConfig: which rollout engine `posttrain rl` samples from (the embedded one, or vLLM
-servers it starts or attaches to) and the conformance gate's thresholds; checked when built."""
+"""EnginesConfig: which rollout engine `posttrain rl` samples from (`kind`: the embedded one, the
+same in a child process, or vLLM servers it starts or attaches to; recipes/rl_engines.py builds
+it) and the conformance gate's thresholds; checked when built."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class EnginesConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["embedded", "vllm"] = "embedded"
+    kind: Literal["embedded", "process", "vllm"] = "embedded"
+    # process: the child on a core of its own, the trainer (and the sandboxes its threads
+    # start) on the others. None: only for single-turn tasks, which start no sandboxes.
+    pin_cores: bool | None = None
+    # vllm:
     urls: list[str] = []                     # attach to these running servers instead of starting
     replicas: int = Field(1, ge=1)           # servers to start (one process group each)
     python: str = ".venv-vllm/bin/python"    # vLLM's own environment (scripts/vllm_env.sh)
@@ -32,6 +37,8 @@ class EnginesConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self):
+        if self.pin_cores is not None and self.kind != "process":
+            raise ValueError(f'engines.pin_cores is a knob of engines.kind = "process", not "{self.kind}"')
         if self.cores and len(self.cores) != self.replicas:
             raise ValueError(f"engines.cores names {len(self.cores)} replicas, engines.replicas is {self.replicas}")
         return self

@@ -27,7 +27,7 @@ from posttrain.engine.paged.runner import ModelRunner
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
 from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
-from posttrain.engine.paged.sequence import Sequence
+from posttrain.engine.paged.sequence import Sequence, validate_prompts
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
 from posttrain.kernels.packed import can_pack, rows_invariant
 from posttrain.types import Completion
@@ -42,19 +42,6 @@ class EngineStats:
     spec_accepted: int = 0
     peak_allocated_slots: int = 0
     peak_used_slots: int = 0
-
-
-def validate_prompts(prompts: list[list[int]], vocab_size: int, max_len: int | None, max_tokens: int):
-    """Raise ValueError with a clear message for empty, out-of-vocab or too-long prompts."""
-    if not prompts:
-        raise ValueError("generate needs at least one prompt")
-    for i, p in enumerate(prompts):
-        if len(p) == 0:
-            raise ValueError(f"prompt {i} is empty")
-        if min(p) < 0 or max(p) >= vocab_size:
-            raise ValueError(f"prompt {i} has token ids outside [0, {vocab_size})")
-        if max_len is not None and len(p) >= max_len:
-            raise ValueError(f"prompt {i} has {len(p)} tokens; the context is {max_len}")
 
 
 class PagedEngine(Engine):
@@ -118,6 +105,16 @@ class PagedEngine(Engine):
             self.runner.weights_changed()
             self.blocks.flush()
             self.policy_version = version
+
+    def share_weights(self, model, version: int) -> bool:
+        """The trainer updates the shared model in place (packed copies follow its tensors'
+        versions): only the prefix cache is flushed."""
+        if self.model is not model:
+            return False
+        with self.lock:
+            self.blocks.flush()
+            self.policy_version = version
+        return True
 
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Completion]:

@@ -7,7 +7,8 @@ weights in place (and flushes the prefix cache). See engine/paged/engine.py for 
 from __future__ import annotations
 
 from posttrain.engine.paged.config import EngineConfig
-from posttrain.engine.paged.engine import PagedEngine, validate_prompts
+from posttrain.engine.paged.engine import PagedEngine
+from posttrain.engine.paged.sequence import validate_prompts
 
 __all__ = ["LocalEngine", "EngineConfig", "validate_prompts"]
 

@@ -58,3 +58,16 @@ class Sequence:
         self.block_table = []
         self.block_hashes = []
         self.num_computed = 0
+
+
+def validate_prompts(prompts: list[list[int]], vocab_size: int, max_len: int | None, max_tokens: int):
+    """Raise ValueError with a clear message for empty, out-of-vocab or too-long prompts."""
+    if not prompts:
+        raise ValueError("generate needs at least one prompt")
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty")
+        if min(p) < 0 or max(p) >= vocab_size:
+            raise ValueError(f"prompt {i} has token ids outside [0, {vocab_size})")
+        if max_len is not None and len(p) >= max_len:
+            raise ValueError(f"prompt {i} has {len(p)} tokens; the context is {max_len}")

@@ -6,7 +6,7 @@ group (each bundle: `engine_cpus` plus `engine_resources`, e.g. a GPU) and
 `cluster.sandbox_actors` sandbox actors (each asks `sandbox_cpus` plus `sandbox_resources`).
 It returns `RemoteEnv`, where a wave runs on an idle sandbox actor whose generate calls go to
 one replica (sandbox actor i uses replica i mod R, so a group's and an episode's requests stay
-on one replica), and `RemoteEngine`: the driver's own engine (evals generate there) whose
+on one replica), and `DriverEngine`: the driver's own engine (evals generate there) whose
 publish also reaches every replica. A dead sandbox actor or replica is replaced (a replica with
 the current weights, before it serves) and the wave raises `WaveLost`, so the pipeline runs it
 again with the same groups and seed.
@@ -30,7 +30,7 @@ def _state(model) -> dict:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-class RemoteEngine(Engine):
+class DriverEngine(Engine):
     """The driver's engine (evals generate here) whose publish also reaches the replicas."""
 
     cores = None
@@ -148,7 +148,7 @@ class RayExecutor:
         self.sandboxes = self._start_sandboxes(env)
         self.replicas.ready()  # both kinds start side by side
         self.sandboxes.ready()
-        return RemoteEnv(env, self.sandboxes, self.replicas), RemoteEngine(engine, self.replicas, self.sandboxes)
+        return RemoteEnv(env, self.sandboxes, self.replicas), DriverEngine(engine, self.replicas, self.sandboxes)
 
     def metrics(self) -> dict:
         """Sandbox actors' wave seconds and waves; restarts of both kinds."""

@@ -1,0 +1,83 @@
+"""The rollout engine of `posttrain rl`, chosen once here from `engines.kind` (ENGINES):
+
+- "embedded" (the default): the paged engine in this process, over a copy of the policy.
+- "process": the same engine in a child process (engine/process.py). It generates on its own
+  core while the trainer computes; single-turn episodes run there whole (InEngineProcess).
+- "vllm": vLLM servers the run starts or attaches to (recipes/served_engine.py).
+
+Each builder is a context manager over (cfg, model, tokenizer, env). It yields the locked
+engine the pipeline publishes to and the env whose waves the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+
+import torch
+
+from posttrain.engine.affinity import split_cores
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.engine.process import ProcessEngine
+from posttrain.rollout.envs import InEngineProcess, SingleTurnEnv
+from posttrain.rollout.weights import LockedEngine
+
+
+def _engine_config(cfg) -> EngineConfig:
+    # algo.exact_logprobs: the engine's half of bit-identical logprobs (docs/rl.md)
+    return EngineConfig(batch_invariant=cfg.algo.exact_logprobs)
+
+
+@contextlib.contextmanager
+def embedded_engine(cfg, model, tok, env):
+    yield LockedEngine(LocalEngine(copy.deepcopy(model), tok, config=_engine_config(cfg))), env
+
+
+@contextlib.contextmanager
+def _pinned(pid: int):
+    """The child on a core of its own (split_cores); the trainer then runs no more intra-op
+    threads than it has cores left (two on one core stall). Yields the child's cores or None."""
+    with split_cores(pid) as cores:
+        if not cores:
+            yield None
+            return
+        threads = torch.get_num_threads()
+        torch.set_num_threads(min(threads, len(os.sched_getaffinity(0))))
+        try:
+            yield cores
+        finally:
+            torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def process_engine(cfg, model, tok, env):
+    """The engine in a child process; a single-turn env's episodes run in it. Pinned to a
+    core of its own per engines.pin_cores (None: pinned for single-turn envs only, since
+    sandbox tasks start sandboxes that need the cores)."""
+    single_turn = isinstance(env, SingleTurnEnv)
+    pin = cfg.engines.pin_cores if cfg.engines.pin_cores is not None else single_turn
+    # One thread: the engine's batches are small, so generation is latency-bound.
+    with ProcessEngine(model, tok, engine_config=_engine_config(cfg), threads=1) as child, \
+            contextlib.ExitStack() as stack:
+        engine = LockedEngine(child)
+        if pin:
+            engine.cores = stack.enter_context(_pinned(child.pid))
+        yield engine, InEngineProcess(env, engine) if single_turn else env
+
+
+@contextlib.contextmanager
+def vllm_engine(cfg, model, tok, env):
+    from posttrain.recipes.served_engine import served_rollout_engine
+
+    with served_rollout_engine(cfg, model, tok) as engine:
+        yield engine, env
+
+
+ENGINES = {"embedded": embedded_engine, "process": process_engine, "vllm": vllm_engine}
+
+
+def rollout_engine(cfg, model, tok, env):
+    """The one place the rollout engine is chosen (`engines.kind`): a context manager that
+    yields (engine, env) for the pipeline."""
+    return ENGINES[cfg.engines.kind](cfg, model, tok, env)
