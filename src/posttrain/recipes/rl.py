@@ -158,8 +158,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         env, held_env, model, tok = build_env(cfg, run_dir, ckpt, _warn(console))
         engine, env = stack.enter_context(rollout_engine(cfg, model, tok, env))
         trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
-        if hasattr(trainer, "close"):
-            stack.callback(trainer.close)
+        stack.callback(trainer.close)
         extra: dict = {}
         if ckpt is not None:
             state = load_checkpoint(ckpt, model, trainer)
