@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field
+from posttrain.config_base import StrictModel
 
 
-class RolloutConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RolloutConfig(StrictModel):
     steps: int = Field(10, ge=1)                 # optimizer steps (policy versions) to train
     groups_per_step: int = Field(4, ge=1)        # B: groups in one training batch
     group_size: int = Field(4, ge=2)             # G: attempts per task
