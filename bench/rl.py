@@ -63,7 +63,7 @@ def slow_verifier_tasks(root: Path, n: int, seed: int, lo: float, hi: float) -> 
 def warm_policy(overrides: list[str], out: Path) -> Path:
     """Build the environment once (oracle demos + SFT) and save the policy for every run."""
     cfg = load_rl_config(None, overrides)
-    _, _, model, tok = build_env(cfg, out, None)
+    _, _, model, tok, _ = build_env(cfg, out, None)
     return save_policy(model, tok, out / "init")
 
 
@@ -142,7 +142,7 @@ def held_out_eval(cfg, out: Path):
     """(model -> the held-out reward (mean and task-clustered CI) that `posttrain rl` reports
     after a run, model -> each held-out prompt's rewards): the same prompts, samples per
     prompt, engine and seed."""
-    _, held, _, tok = build_env(cfg, out, None)
+    _, held, _, tok, _ = build_env(cfg, out, None)
     return (lambda model: evaluate(held, LocalEngine(model, tok), cfg, cfg.seed + 424_242),
             lambda model: single_turn_scores(held, LocalEngine(model, tok), cfg.seed + 424_242))
 

@@ -52,6 +52,8 @@ def assert_openai_error(r, status, code=None):
     assert set(err) == {"message", "type", "param", "code"} and "Traceback" not in r.text
     if code:
         assert err["code"] == code
+    if status == 401:                       # as OpenAI's API types a bad or missing key
+        assert err["type"] == "authentication_error"
 
 
 def test_bad_input_answers_openai_errors(stack):

@@ -46,7 +46,7 @@ def _cfg(tmp_path, *sets):
 def test_sandbox_tasks_are_framed_in_the_checkpoints_template(tmp_path, harbor_tasks, chatml_checkpoint):
     cfg = _cfg(tmp_path, "tasks.kind=dir", f"tasks.path={json.dumps(str(harbor_tasks))}",
                "tasks.n_eval=1", f"policy.init={json.dumps(str(chatml_checkpoint))}")
-    env, held, _, tok = build_env(cfg, tmp_path, None)
+    env, held, _, tok, _ = build_env(cfg, tmp_path, None)
     assert isinstance(env.framer, TemplateFramer) and len(env.task_ids) == 2 and len(held.task_ids) == 1
     text = tok.decode(env.framer.prompt("Do X"))
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
@@ -54,7 +54,7 @@ def test_sandbox_tasks_are_framed_in_the_checkpoints_template(tmp_path, harbor_t
 
 def test_copy_prompts_use_the_template_and_its_eos(tmp_path, chatml_checkpoint):
     cfg = _cfg(tmp_path, "tasks.kind=copy", f"policy.init={json.dumps(str(chatml_checkpoint))}")
-    env, _, _, tok = build_env(cfg, tmp_path, None)
+    env, _, _, tok, _ = build_env(cfg, tmp_path, None)
     p = env.prompts[0]
     assert p.text == tok.apply_chat_template([{"role": "user", "content": f"copy: {p.target}"}],
                                              tokenize=False, add_generation_prompt=True)
@@ -94,10 +94,10 @@ def test_malformed_tasks_are_counted_and_the_first_reason_shown(tmp_path, harbor
     warnings = []
     cfg = _cfg(tmp_path, "tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=1",
                "policy.init='unused'")
-    from posttrain.recipes.domains import dir_splits
+    from posttrain.recipes.domains import sandbox_tasks
 
-    train, held = dir_splits(cfg.tasks, warnings.append)
-    assert [t.id for t in train + held] == ["hello-a", "hello-c"]
+    tasks = sandbox_tasks(cfg, tmp_path / "run", warnings.append)
+    assert [t.id for t in tasks.train + tasks.held] == ["hello-a", "hello-c"] and len(tasks.held) == 1
     assert len(warnings) == 1 and "skipped 1 of 3" in warnings[0] and "timeout_sec" in warnings[0]
 
 
@@ -150,8 +150,8 @@ def test_an_hf_checkpoint_is_sft_warm_started_in_its_template_when_asked(tmp_pat
     sets = ["tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=1",
             f"policy.init={json.dumps(str(chatml_checkpoint))}", "policy.sft_batch=2"]
     before = load_policy(chatml_checkpoint)[0].state_dict()
-    _, _, untouched, _ = build_env(_cfg(tmp_path, *sets), tmp_path, None)
-    _, _, tuned, _ = build_env(_cfg(tmp_path, *sets, "policy.hf_sft_steps=2"), tmp_path, None)
+    untouched = build_env(_cfg(tmp_path, *sets), tmp_path, None).model
+    tuned = build_env(_cfg(tmp_path, *sets, "policy.hf_sft_steps=2"), tmp_path, None).model
     name = "model.embed_tokens.weight"
     assert untouched.state_dict()[name].equal(before[name])
     assert not tuned.state_dict()[name].equal(before[name])

@@ -145,7 +145,10 @@ def test_engine_failure_is_500_and_the_server_recovers(agent_model, tok):
 def test_api_key_is_checked_when_set(agent_model, tok):
     served = Served(create_app(LocalEngine(agent_model, tok), "tiny-agent", api_key="sekrit"))
     try:
-        assert httpx.get(f"{served.url}/models").status_code == 401
+        refused = httpx.get(f"{served.url}/models")
+        assert refused.status_code == 401
+        assert refused.json()["error"] == {"message": refused.json()["error"]["message"], "param": None,
+                                           "type": "authentication_error", "code": "invalid_api_key"}
         ok = httpx.get(f"{served.url}/models", headers={"Authorization": "Bearer sekrit"})
         assert ok.status_code == 200 and ok.json()["data"][0]["id"] == "tiny-agent"
     finally:

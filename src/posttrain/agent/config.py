@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from posttrain.config_base import StrictModel
 
 
-class AgentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class AgentConfig(StrictModel):
     max_turns: int = Field(6, ge=1)
     max_reply_tokens: int = Field(40, ge=1)
     observation_budget: int = Field(400, ge=16)     # characters of output shown per turn

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from posttrain.config_base import StrictModel
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(StrictModel):
     """Where the rollout loop's waves run (rollout/executors/base.py, docs/scale.md)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     executor: Literal["local", "ray"] = "local"
     address: str | None = None                   # join this Ray cluster ("host:port", "auto"); None: start one

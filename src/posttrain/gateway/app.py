@@ -21,12 +21,12 @@ from posttrain.gateway.audit import AuditLog
 from posttrain.gateway.backends import BackendPool
 from posttrain.gateway.config import GatewayConfig
 from posttrain.gateway.control import SHARE_AFTER, add_control_routes
-from posttrain.gateway.errors import error_response
 from posttrain.gateway.limits import Limiter
 from posttrain.gateway.proxy import Gateway
 from posttrain.gateway.router import Router
 from posttrain.gateway.tracing import Tracer
 from posttrain.gateway.upstream import Upstream
+from posttrain.openai_errors import error_response
 
 COMPLETION_PATHS = {"/v1/chat/completions": "/chat/completions", "/v1/completions": "/completions"}
 

@@ -6,7 +6,9 @@ import ipaddress
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
+
+from posttrain.config_base import StrictModel
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -21,10 +23,8 @@ class Price(BaseModel):
         return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
 
 
-class Variant(BaseModel):
+class Variant(StrictModel):
     """One model variant served by one or more interchangeable backends."""
-
-    model_config = ConfigDict(extra="forbid")
 
     backends: list[str] = Field(min_length=1)  # base URLs ending in /v1
     model: str | None = None            # the upstream model id (default: the variant's name)
@@ -35,10 +35,8 @@ class Variant(BaseModel):
     api_key_env: str | None = None      # env var holding the upstream's key, if it needs one
 
 
-class Route(BaseModel):
+class Route(StrictModel):
     """First matching route wins; an unset field matches anything."""
-
-    model_config = ConfigDict(extra="forbid")
 
     variant: str
     latency_class: str | None = None    # X-Latency-Class header
@@ -47,29 +45,23 @@ class Route(BaseModel):
     max_prompt_chars: int | None = None
 
 
-class Canary(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Canary(StrictModel):
     candidate: str
     baseline: str
     share: float = Field(0.1, ge=0, le=1)
     margin: float = Field(0.05, gt=0, le=1)  # non-inferiority margin on mean reward
 
 
-class Otel(BaseModel):
+class Otel(StrictModel):
     """OpenTelemetry: one span per call, exported over OTLP/HTTP (needs the `otel` extra)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     endpoint: str = "http://127.0.0.1:4318/v1/traces"
     service_name: str = "posttrain-gateway"
     headers: dict[str, str] = {}        # e.g. the collector's auth header
 
 
-class Key(BaseModel):
+class Key(StrictModel):
     """An API key as stored: id, salt and salted SHA-256 of the secret; never the secret."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     id: str
@@ -83,9 +75,7 @@ class Key(BaseModel):
     admin: bool = False                 # may apply canary decisions
 
 
-class GatewayConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GatewayConfig(StrictModel):
     host: str = "127.0.0.1"
     port: int = 8080
     audit_db: str = "gateway-audit.sqlite"

@@ -10,8 +10,8 @@ from starlette.responses import JSONResponse, Response
 
 from posttrain.gateway.canary import CanaryDecision, audit_fields
 from posttrain.gateway.config import GatewayConfig
-from posttrain.gateway.errors import error_response
 from posttrain.gateway.proxy import Gateway
+from posttrain.openai_errors import error_response
 
 SHARE_AFTER = {"promote": 1.0, "rollback": 0.0}
 

@@ -13,7 +13,6 @@ from starlette.responses import Response, StreamingResponse
 from posttrain.gateway.audit import AuditLog
 from posttrain.gateway.backends import Backend, BackendPool
 from posttrain.gateway.config import GatewayConfig, Key
-from posttrain.gateway.errors import error_response
 from posttrain.gateway.keys import KeyRing, key_label
 from posttrain.gateway.limits import Admission, LimitExceeded, Limiter, retry_after_header
 from posttrain.gateway.metrics import GatewayMetrics
@@ -22,6 +21,7 @@ from posttrain.gateway.shape import BadShape, check_shape
 from posttrain.gateway.tracing import Tracer
 from posttrain.gateway.tokens import StreamCounter, prompt_upper_bound, usage_of
 from posttrain.gateway.upstream import Reply, Upstream, UpstreamError
+from posttrain.openai_errors import error_response
 
 # Connection errors, resets, timeouts, truncated bodies: another backend may do better.
 RETRYABLE = (UpstreamError, TimeoutError)

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from posttrain.agent.config import AgentConfig
+from posttrain.config_base import StrictModel
 from posttrain.errors import ConfigError
 from posttrain.recipes.config_io import load_model
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
-class SFTConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SFTConfig(StrictModel):
     steps: int = Field(400, ge=0)
     batch: int = Field(32, ge=1)
     optim: OptimConfig = OptimConfig(lr=3e-3, micro_batch=32)
 
 
-class RLLoopConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RLLoopConfig(StrictModel):
     steps: int = Field(200, ge=0)
     tasks_per_step: int = Field(8, ge=1)
     group_size: int = Field(8, ge=2)
@@ -36,9 +33,7 @@ class RLLoopConfig(BaseModel):
     samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
 
 
-class QuickstartConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class QuickstartConfig(StrictModel):
     name: str = "quickstart"
     runs_dir: str = "runs"
     seed: int = 0

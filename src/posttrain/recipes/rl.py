@@ -96,10 +96,10 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
-    env, _, model, tok = build_env(cfg, run_dir / "replay", None)
+    env, _, model, tok, domain_ids = build_env(cfg, run_dir / "replay", None)
     engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))  # replay never generates
     trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
-    pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, env.task_ids), cfg.rollout, cfg.algo)
+    pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, domain_ids), cfg.rollout, cfg.algo)
     log = MetricsLog(run_dir / "replay")
     replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))
     log.close()
@@ -155,7 +155,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
     with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
             contextlib.ExitStack() as stack, Preempted() as preempted:
         executor = stack.enter_context(make_executor(cfg, run_dir))
-        env, held_env, model, tok = build_env(cfg, run_dir, ckpt, _warn(console))
+        env, held_env, model, tok, domain_ids = build_env(cfg, run_dir, ckpt, _warn(console))
         engine, env = stack.enter_context(rollout_engine(cfg, model, tok, env))
         trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
         stack.callback(trainer.close)
@@ -166,7 +166,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             _truncate_lines(run_dir / "metrics.jsonl", extra["metrics_lines"])
             _truncate_lines(run_dir / "events.jsonl", state["pipeline"]["events"])
         record = run_dir / "batches" if cfg.rollout.record_batches else None
-        pipeline = Pipeline(*executor.wrap(env, engine), trainer, make_scheduler(cfg, env.task_ids),
+        pipeline = Pipeline(*executor.wrap(env, engine), trainer, make_scheduler(cfg, domain_ids),
                             cfg.rollout, cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
         if ckpt is not None:

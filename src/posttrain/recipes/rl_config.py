@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from posttrain.agent.config import AgentConfig
 from posttrain.cluster.config import ClusterConfig
+from posttrain.config_base import StrictModel
 from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
@@ -17,11 +18,7 @@ from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PolicyConfig(_Section):
+class PolicyConfig(StrictModel):
     init: str = "scratch"                  # "scratch" (tiny model + SFT on oracle demos) or an HF dir
     preset: str = "tiny"
     vocab_size: int = Field(1024, ge=300)
@@ -31,7 +28,7 @@ class PolicyConfig(_Section):
     hf_sft_steps: int = Field(0, ge=0)     # HF init: SFT steps on oracle demos first (0 = none)
 
 
-class TasksConfig(_Section):
+class TasksConfig(StrictModel):
     kind: Literal["terminal-basics", "copy", "dir"] = "terminal-basics"
     path: str | None = None                # task directory root for kind = "dir"
     eval_path: str | None = None           # kind = "dir": held-out tasks (default: the last n_eval)
@@ -55,7 +52,7 @@ class RLOptimConfig(OptimConfig):
     fused: bool = True
 
 
-class RLRunConfig(_Section):
+class RLRunConfig(StrictModel):
     name: str = "rl"
     runs_dir: str = "runs"
     seed: int = 0
@@ -74,6 +71,14 @@ class RLRunConfig(_Section):
     @property
     def run_dir(self) -> Path:
         return Path(self.runs_dir) / self.name
+
+    @model_validator(mode="after")
+    def _domains_are_sandbox_tasks(self):
+        # [tasks] stands for one implicit domain (recipes/domains.py); "copy" prompts are no domain.
+        if self.domains and self.tasks.kind == "copy":
+            raise ValueError('[[domains]] are sandbox tasks, and tasks.kind = "copy" trains on '
+                             'single-turn prompts: drop the [[domains]] tables or set tasks.kind')
+        return self
 
     @model_validator(mode="after")
     def _engine_fits_the_run(self):

@@ -2,14 +2,15 @@
 policy (a tiny model warm-started on oracle demonstrations, or an HF checkpoint framed in its
 own chat template).
 
-Task sources and held-out splits: recipes/domains.py.
+Task sources and held-out splits: recipes/domains.py (sandbox tasks, one path for [tasks] and
+[[domains]]); tasks.kind = "copy" is single-turn prompts, built here.
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
@@ -23,6 +24,16 @@ from posttrain.rollout.single_turn import REWARDS, copy_prompts
 from posttrain.types import Episode
 
 Warn = Callable[[str], None]
+
+
+class RunParts(NamedTuple):
+    """What build_env returns; domain_ids (each domain's task ids) is make_scheduler's input."""
+
+    env: object
+    held_env: object
+    model: object
+    tokenizer: object
+    domain_ids: list[list[str]]
 
 
 def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int) -> None:
@@ -108,16 +119,19 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     kw = dict(tokenizer=tok, reward_fn=REWARDS[t.reward], max_tokens=t.max_tokens,
               max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
               stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
-    return SingleTurnEnv(train, group_size=g, **kw), SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok
+    env = SingleTurnEnv(train, group_size=g, **kw)
+    return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
 
 
-def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: Warn = lambda s: None):
-    """(train env, held-out env, model, tokenizer) for the configured task kind."""
+def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: Warn = lambda s: None) -> RunParts:
+    """The train and held-out envs, the policy and each domain's task ids: single-turn
+    prompts (tasks.kind = "copy") or the sandbox tasks of every domain."""
     if cfg.tasks.kind == "copy":
         return _copy_envs(cfg, resume_from)
-    train, held = sandbox_tasks(cfg, run_dir, warn)
-    model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, train, warn))
+    tasks = sandbox_tasks(cfg, run_dir, warn)
+    model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, tasks.train, warn))
     framer = framer_for(tok)
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature
-    env = SandboxEnv(train, framer, agent, g, temp, cfg.rollout.episode_timeout_s)
-    return env, SandboxEnv(held, framer, agent, cfg.tasks.eval_samples, temp), model, tok
+    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s)
+    held = SandboxEnv(tasks.held, framer, agent, cfg.tasks.eval_samples, temp)
+    return RunParts(env, held, model, tok, tasks.domain_ids)

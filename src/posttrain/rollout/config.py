@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from posttrain.config_base import StrictModel
 
 # Keys that moved to another section: an old config that sets one is told where it went.
 MOVED = {"engine_process": 'engines.kind = "process"', "pin_cores": "engines.pin_cores"}
 
 
-class RolloutConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RolloutConfig(StrictModel):
     steps: int = Field(10, ge=1)                 # optimizer steps (policy versions) to train
     groups_per_step: int = Field(4, ge=1)        # B: groups in one training batch
     group_size: int = Field(4, ge=2)             # G: attempts per task

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from posttrain.config_base import StrictModel
 
 
-class DomainConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DomainConfig(StrictModel):
     name: str = Field(min_length=1)
     source: str                                   # a task directory, or a built-in suite name
     share: float = Field(1.0, ge=0)               # of every training batch (normalised)
@@ -21,9 +21,7 @@ class DomainConfig(BaseModel):
     episode_timeout_s: float | None = Field(None, gt=0)  # wall seconds per episode (agent phase)
 
 
-class ScheduleConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ScheduleConfig(StrictModel):
     curriculum: bool = False            # weight tasks by expected group signal (schedule/curriculum.py)
     decay: float = Field(0.8, gt=0, le=1)
     floor: float = Field(0.05, gt=0, le=1)

@@ -13,21 +13,18 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from posttrain.config_base import StrictModel
 from posttrain.engine.base import SamplingParams
 
 Prompt = Union[str, list[int], list[str], list[list[int]]]
 MAX_TOP_LOGPROBS = 20
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class StreamOptions(StrictModel):
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SamplingFields(StrictModel):
     model: str | None = None
     max_tokens: int | None = Field(None, ge=0)
     temperature: float = 1.0

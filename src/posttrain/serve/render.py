@@ -1,21 +1,11 @@
-"""Turning engine output into OpenAI-shaped JSON: choices' logprobs, stream chunks, errors, usage."""
+"""Turning engine output into OpenAI-shaped JSON: choices' logprobs, stream chunks, usage
+(error bodies: posttrain/openai_errors.py)."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-
-from fastapi.responses import JSONResponse
-
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error", 500: "server_error"}
-
-
-def error_response(status: int, message: str, code: str | int | None = None, param: str | None = None) -> JSONResponse:
-    """OpenAI's error body: {"error": {"message", "type", "param", "code"}}."""
-    kind = ERROR_TYPES.get(status, "invalid_request_error")
-    body = {"message": message, "type": kind, "param": param, "code": status if code is None else code}
-    return JSONResponse({"error": body}, status_code=status)
 
 
 def new_id(prefix: str) -> str:

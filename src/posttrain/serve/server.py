@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.engine import PagedEngine
+from posttrain.openai_errors import error_response
 from posttrain.serve import render
 from posttrain.serve.loop import EngineLoop, Handle
 from posttrain.serve.metrics import Metrics
@@ -54,9 +55,10 @@ class Server:
         self.eos = getattr(self.tok, "eos_token_id", None) if self.tok is not None else None
         self.detoks = {skip: Detokenizer(self.tok, skip) for skip in (None, True, False)}  # by skip_special_tokens
 
-    def error(self, status: int, message: str, **kw) -> JSONResponse:
+    def error(self, status: int, message: str, code: str | int | None = None, param: str | None = None) -> Response:
+        """An OpenAI error body; its code is the status unless one is given."""
         self.metrics.count("errors")
-        return render.error_response(status, message, **kw)
+        return error_response(status, message, status if code is None else code, param)
 
     async def serve(self, kind: str, req: SamplingFields, prompts: list[list[int]], request):
         self.metrics.count(f"requests_{kind}")

@@ -9,35 +9,35 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 Number = StrictFloat | StrictInt
 
 
-class _Section(BaseModel):
+class _HarborSection(BaseModel):
     # Harbor adds keys over time; unknown keys are kept, known ones are type-checked.
     model_config = ConfigDict(extra="allow")
 
 
-class TaskInfo(_Section):
+class TaskInfo(_HarborSection):
     name: StrictStr = ""
     description: StrictStr = ""
     authors: list[StrictStr] = Field(default_factory=list)
     keywords: list[StrictStr] = Field(default_factory=list)
 
 
-class AgentSection(_Section):
+class AgentSection(_HarborSection):
     timeout_sec: Number = 600.0
     user: StrictStr | None = None
     network_mode: Literal["public", "no-network", "allowlist"] | None = None
 
 
-class VerifierSection(_Section):
+class VerifierSection(_HarborSection):
     timeout_sec: Number = 600.0
     env: dict[str, StrictStr] = Field(default_factory=dict)
     user: StrictStr | None = None
 
 
-class SolutionSection(_Section):
+class SolutionSection(_HarborSection):
     env: dict[str, StrictStr] = Field(default_factory=dict)
 
 
-class EnvironmentSection(_Section):
+class EnvironmentSection(_HarborSection):
     build_timeout_sec: Number = 600.0
     docker_image: StrictStr | None = None
     cpus: Number = 1
@@ -51,7 +51,7 @@ class EnvironmentSection(_Section):
     workdir: StrictStr = "/app"
 
 
-class TaskConfig(_Section):
+class TaskConfig(_HarborSection):
     version: StrictStr = "1.0"
     task: TaskInfo = Field(default_factory=TaskInfo)
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from posttrain.config_base import StrictModel
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
 from posttrain.train.logprobs import exact_token_logprobs, token_logprobs
@@ -27,9 +28,7 @@ from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.types import Episode
 
 
-class OptimConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class OptimConfig(StrictModel):
     lr: float = Field(1e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.99)
@@ -41,9 +40,7 @@ class OptimConfig(BaseModel):
     fused: bool = False
 
 
-class RLConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RLConfig(StrictModel):
     loss: str = "grpo"                       # a name in train.losses.LOSSES
     advantage: str | None = None             # None: the loss's usual estimator (DEFAULT_FOR_LOSS)
     domain_norm: bool = False                # whiten advantages within each domain of a batch

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from posttrain.config_base import StrictModel
 
 
-class ValidateConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ValidateConfig(StrictModel):
     oracle_runs: int = Field(5, ge=1)            # any failure among them = flaky
     determinism_runs: int = Field(2, ge=1)       # extra verifier runs on one unchanged state
     pass_threshold: float = 1.0                  # reward >= this counts as solved

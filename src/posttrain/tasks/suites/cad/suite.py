@@ -14,8 +14,9 @@ import random
 import numpy as np
 import trimesh
 from manifold3d import Manifold
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from posttrain.config_base import StrictModel
 from posttrain.tasks.suites import scored
 from posttrain.tasks.suites.cad import meshscore
 from posttrain.tasks.suites.cad.describe import describe
@@ -28,8 +29,7 @@ N_INTERIOR, N_SURFACE = 600, 600
 NOISE_MARGIN = 0.03
 
 
-class Knobs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Knobs(StrictModel):
     detail: str = Field("prose", pattern="^(prose|drawing)$")
     max_features: int = Field(3, ge=1, le=3)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from posttrain.config_base import StrictModel
 from posttrain.tasks.suites import scored
 from posttrain.tasks.suites.finance import comparator
 from posttrain.tasks.suites.finance.ledger import simulate
@@ -28,8 +29,7 @@ SEGMENTS = ("Industrial", "Software", "Services", "Consumer", "Energy", "Healthc
 MAX_TRIES = 50
 
 
-class Knobs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Knobs(StrictModel):
     tokens: int = Field(4000, ge=1000, le=200_000)   # report length (chars / 4)
     years: int = Field(4, ge=3, le=8)                 # fiscal years in each report
     docs: int = Field(2, ge=2, le=4)                  # reports in an aggregate task

@@ -12,8 +12,9 @@ from __future__ import annotations
 import random
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from posttrain.config_base import StrictModel
 from posttrain.tasks.suites import scored
 from posttrain.tasks.suites.longctx import codegen, families, setscore
 from posttrain.tasks.suites.longctx.haystack import Counter, filler, insert, paragraphs
@@ -27,8 +28,7 @@ LEVEL = {"needle": "easy", "babi": "easy", "multikey": "medium", "multivalue": "
          "code_callers": "hard"}
 
 
-class Knobs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Knobs(StrictModel):
     tokens: int = Field(4000, ge=500, le=131_072)
     mode: str = Field("files", pattern="^(files|instruction)$")
     tokenizer: str = "approx"          # or a directory/file with tokenizer.json
