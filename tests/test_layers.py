@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 ORDER_MARK = "<!-- layer order, read by tests/test_layers.py -->"
+SEAMS_MARK = "<!-- seams, read by tests/test_layers.py -->"
 # Run by path or as a program, not imported: the CLI's `python -m posttrain`, the code suite's
 # recorder (copied into generated tasks). schedule/pool.py waits for eval/rl to use it (issue 29).
 NOT_IMPORTED = {"posttrain.__main__", "posttrain.tasks.suites.code.record", "posttrain.schedule.pool"}
@@ -165,3 +166,14 @@ def test_every_module_is_imported_by_the_project_itself(graph):
         used.update(*(re.findall(r"posttrain(?:\.\w+)+", s) for s in code_strings(path)))
     reached = {".".join(m.split(".")[:i]) for m in used for i in range(1, m.count(".") + 2)}
     assert sorted(set(graph) - reached - NOT_IMPORTED - {"posttrain"}) == []
+
+
+def test_each_seam_is_chosen_where_architecture_says():
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split(SEAMS_MARK, 1)[1]
+    rows = [line.split("|")[1:-1] for line in text.strip().split("\n\n", 1)[0].splitlines()[2:]]
+    assert len(rows) >= 4
+    for _, where, symbol, _ in rows:
+        path, _, line = where.strip(" `").partition(":")
+        lines = (REPO / path).read_text(encoding="utf-8").splitlines()
+        found = [lines[int(line) - 1]] if line else lines
+        assert any(symbol.strip(" `") in x for x in found), f"{where}: no {symbol}"
