@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from posttrain.config_base import StrictModel
 
 
-class EnginesConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class EnginesConfig(StrictModel):
     kind: Literal["embedded", "process", "vllm"] = "embedded"
     # process: the child on a core of its own, the trainer (and the sandboxes its threads
     # start) on the others. None: only for single-turn tasks, which start no sandboxes.
