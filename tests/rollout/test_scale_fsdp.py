@@ -10,7 +10,6 @@ from tests_ray import local_cluster, require_ray  # noqa: E402
 ray = require_ray()
 
 from posttrain.schedule.sampler import GroupJob  # noqa: E402
-from posttrain.train.dcp import load_sharded  # noqa: E402
 from posttrain.train.ranks import RankedTrainer  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
@@ -47,7 +46,7 @@ def test_two_fsdp2_ranks_follow_one_process_and_resume_on_one(batches, tmp_path)
         for i, b in enumerate(steps):
             curve_two.append(ranked.rl_step(b, ALGO))
             if i == 9:
-                ranked.save_sharded(tmp_path / "dcp")
+                ranked.save_state(tmp_path)  # each rank its shards under tmp_path/dcp
     finally:
         ranked.close()
     for a, b in zip(curve_one, curve_two):
@@ -56,7 +55,7 @@ def test_two_fsdp2_ranks_follow_one_process_and_resume_on_one(batches, tmp_path)
     diff = max(abs(a["loss"] - b["loss"]) for a, b in zip(curve_one, curve_two))
     print(f"max |loss diff| over {STEPS} steps: {diff:.2e}")
     resumed = PolicyTrainer(copy.deepcopy(model), 0, OPTIM)
-    load_sharded(resumed.model, resumed.optimizer, tmp_path / "dcp")
+    resumed.load_state(tmp_path)  # the shards of 2 ranks, on one
     for i in (10, 11):  # step 11's loss also depends on the optimizer state restored (Adam moments)
         nxt = resumed.rl_step(steps[i], ALGO)
         assert abs(nxt["loss"] - curve_two[i]["loss"]) < TOL
