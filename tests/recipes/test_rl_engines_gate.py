@@ -45,6 +45,14 @@ def test_embedded_engines_are_gated_at_start_and_every_nth_update(tmp_path, kind
         (0, True, False), (2, False, False), (4, False, False)]
 
 
+def test_the_check_interval_defaults_by_engine_kind():
+    from posttrain.engine.fleet.config import EMBEDDED_CHECK_EVERY, EnginesConfig
+
+    assert EnginesConfig(kind="vllm").check_interval == 1
+    assert EnginesConfig().check_interval == EMBEDDED_CHECK_EVERY
+    assert EnginesConfig(check_every=0).check_interval == 0
+
+
 def test_a_perturbed_embedded_weight_is_caught(tmp_path):
     tok, model, env = _parts()
     cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"', "engines.probes=2", "engines.probe_tokens=6"])
