@@ -33,7 +33,7 @@ class EnginesConfig(StrictModel):
     affinity_slack_tokens: int = Field(4096, ge=0)  # overload guard of prefix-affine routing
     # Conformance gate: engine logprobs vs the trainer's forward on fixed probes.
     # weight updates between checks; 0 = only at start; None: every update for vLLM, every
-    # 20th for the embedded engines (same code as the trainer's; a check is a few % of a step)
+    # 20th for the embedded engines (each check is one probe pass and one trainer forward)
     check_every: int | None = Field(None, ge=0)
     probes: int = Field(4, ge=1)
     probe_tokens: int = Field(16, ge=1)
