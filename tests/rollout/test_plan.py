@@ -8,7 +8,7 @@ import sys
 from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
-from posttrain.schedule.planner import fit_costs
+from posttrain.schedule.planner import fit_costs, shared_cores
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.train.metrics import MetricsLog
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
@@ -35,6 +35,21 @@ def test_plan_recommends_from_a_real_run(make_parts, tmp_path):
     rows = json.loads(out.read_text())
     assert {(x["engines"], x["trainer_ranks"]) for x in rows} == {(1, 2), (2, 1)}
     assert rows[0]["groups_per_s"] >= rows[-1]["groups_per_s"]
+    # The same measurements from a run whose engine was a vLLM server: nothing to divide out,
+    # so its fitted costs are the raw ones, above the embedded run's.
+    (tmp_path / "config.json").write_text(json.dumps({"rollout": rc.model_dump(), "engines": {"kind": "vllm"}}))
+    served, _ = fit_costs(tmp_path)
+    assert served.train_s > costs.train_s and sum(served.gen_s) >= sum(costs.gen_s)
+
+
+def test_the_fit_knows_whether_the_engine_shared_the_trainers_cores():
+    def cfg(kind, pin=None, tasks="dir"):
+        return {"engines": {"kind": kind, "pin_cores": pin}, "tasks": {"kind": tasks}}
+
+    assert shared_cores({}) and shared_cores(cfg("embedded"))
+    assert not shared_cores(cfg("vllm"))
+    assert shared_cores(cfg("process", pin=False)) and not shared_cores(cfg("process", pin=True))
+    assert shared_cores(cfg("process")) and not shared_cores(cfg("process", tasks="copy"))
 
 
 def test_plan_on_a_directory_that_is_no_run_is_one_line(tmp_path):

@@ -28,6 +28,8 @@ def test_bad_keys_and_types(override, message):
     (["engines.pin_cores=true"], 'engines.pin_cores is a knob of engines.kind = "process"'),
     (['engines.kind="process"', 'cluster.executor="ray"'],
      'engines.kind = "process" is for cluster.executor = "local"'),
+    (['engines.kind="vllm"', 'cluster.executor="ray"'],
+     'engines.kind = "vllm" is for cluster.executor = "local"'),
 ])
 def test_the_engine_is_one_key_and_old_keys_say_where_they_went(overrides, message):
     """engines.kind picks the engine; the keys it replaced are refused in one line naming the

@@ -5,8 +5,10 @@
   core while the trainer computes; single-turn episodes run there whole (InEngineProcess).
 - "vllm": vLLM servers the run starts or attaches to (recipes/served_engine.py).
 
-Each builder is a context manager over (cfg, model, tokenizer, env). It yields the locked
-engine the pipeline publishes to and the env whose waves the pipeline runs.
+Each builder is a context manager over (cfg, model, tokenizer, env). It yields the gated
+engine the pipeline publishes to and the env whose waves the pipeline runs. Every kind goes
+through the same conformance gate (rollout/conformance.py): at start, and every
+engines.check_every weight updates.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import torch
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.engine.process import ProcessEngine
+from posttrain.rollout.conformance import GatedEngine
 from posttrain.rollout.envs import InEngineProcess, SingleTurnEnv
-from posttrain.rollout.weights import LockedEngine
 
 
 def _engine_config(cfg) -> EngineConfig:
@@ -29,9 +31,16 @@ def _engine_config(cfg) -> EngineConfig:
     return EngineConfig(batch_invariant=cfg.algo.exact_logprobs)
 
 
+def _gated(cfg, engine, tok, model) -> GatedEngine:
+    """The engine behind the conformance gate, checked against the trainer before the run."""
+    gated = GatedEngine(engine, tok, cfg.run_dir, cfg.engines, cfg.rollout.temperature)
+    gated.start(model)
+    return gated
+
+
 @contextlib.contextmanager
 def embedded_engine(cfg, model, tok, env):
-    yield LockedEngine(LocalEngine(copy.deepcopy(model), tok, config=_engine_config(cfg))), env
+    yield _gated(cfg, LocalEngine(copy.deepcopy(model), tok, config=_engine_config(cfg)), tok, model), env
 
 
 @contextlib.contextmanager
@@ -60,7 +69,7 @@ def process_engine(cfg, model, tok, env):
     # One thread: the engine's batches are small, so generation is latency-bound.
     with ProcessEngine(model, tok, engine_config=_engine_config(cfg), threads=1) as child, \
             contextlib.ExitStack() as stack:
-        engine = LockedEngine(child)
+        engine = _gated(cfg, child, tok, model)
         if pin:
             engine.cores = stack.enter_context(_pinned(child.pid))
         yield engine, InEngineProcess(env, engine) if single_turn else env

@@ -129,5 +129,6 @@ class GatedEngine(LockedEngine):
     def publish(self, model, version: int) -> None:
         super().publish(model, version)
         self._updates += 1
-        if self.cfg.check_every and self._updates % self.cfg.check_every == 0:
+        every = self.cfg.check_interval
+        if every and self._updates % every == 0:
             self.check(model, version)

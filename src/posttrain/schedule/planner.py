@@ -3,9 +3,10 @@ rollout:train split, staleness bound and over-provisioning for a described clust
 
 Costs come from a run directory: config.json (B, G), metrics.jsonl (train step time,
 trainer idle and engine busy shares) and events.jsonl (each finished group's generation
-seconds and its episodes' verify seconds, by domain). The run's own contention (engine and
-trainer sharing one interpreter) is divided out, so a cluster whose engines and trainer
-ranks are separate devices is predicted without it. Training is assumed to scale linearly
+seconds and its episodes' verify seconds, by domain). Where the run's engine shared cores
+with its trainer (`shared_cores`), that contention is divided out, so a cluster whose engines
+and trainer ranks are separate devices is predicted without it; an engine on cores of its own
+(a pinned process, vLLM servers) is taken as measured. Training is assumed to scale linearly
 with trainer ranks and generation with engines; say otherwise with the scale factors.
 """
 
@@ -25,6 +26,18 @@ def decontend(gen_s: float, train_s: float, trainer_idle: float, engine_busy: fl
     return gen_s / (2.0 - trainer_idle), train_s / (1.0 + engine_busy)
 
 
+def shared_cores(config: dict) -> bool:
+    """Whether the run's engine computed on the trainer's cores (recipes/rl_engines.py): the
+    embedded engine always; the process engine unless pinned (engines.pin_cores, None: pinned
+    for single-turn copy tasks only); vLLM servers never. A config without [engines]: embedded."""
+    engines = config.get("engines", {})
+    kind = engines.get("kind", "embedded")
+    if kind == "process":
+        pin = engines.get("pin_cores")
+        return not (pin if pin is not None else config.get("tasks", {}).get("kind") == "copy")
+    return kind == "embedded"
+
+
 def _jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise PosttrainError(f"{path}: missing (is this a `posttrain rl` run directory?)")
@@ -38,7 +51,8 @@ def fit_costs(run_dir: str | Path) -> tuple[Costs, dict]:
     finish = [e for e in _jsonl(run / "events.jsonl") if e["event"] == "finish" and "verify_s" in e]
     if not rows or not finish:
         raise PosttrainError(f"{run}: needs at least 2 steps and finished groups with timings")
-    rollout = json.loads((run / "config.json").read_text())["rollout"]
+    config = json.loads((run / "config.json").read_text())
+    rollout = config["rollout"]
     wall = sum(r["step_wall_s"] for r in rows)
     idle = sum(r["trainer_idle_frac"] * r["step_wall_s"] for r in rows) / wall
     busy = sum(r.get("engine_busy_frac", 0.0) * r["step_wall_s"] for r in rows) / wall
@@ -47,7 +61,9 @@ def fit_costs(run_dir: str | Path) -> tuple[Costs, dict]:
     verify: dict[str, list[float]] = {}
     for e in finish:
         verify.setdefault(e.get("domain", "default"), []).extend(e["verify_s"])
-    gen_alone, train_alone = decontend(sum(gen) / len(gen), train_s, idle, busy)
+    gen_alone, train_alone = sum(gen) / len(gen), train_s
+    if shared_cores(config):
+        gen_alone, train_alone = decontend(gen_alone, train_alone, idle, busy)
     passes = [r >= 1.0 for e in finish for r in e["rewards"]]
     costs = Costs(gen_s=[g * gen_alone / max(1e-9, sum(gen) / len(gen)) for g in gen], verify_s=verify,
                   train_s=train_alone, pass_rate=sum(passes) / len(passes))

@@ -11,6 +11,9 @@ from pydantic import Field, model_validator
 from posttrain.config_base import StrictModel
 
 
+EMBEDDED_CHECK_EVERY = 20
+
+
 class EnginesConfig(StrictModel):
     kind: Literal["embedded", "process", "vllm"] = "embedded"
     # process: the child on a core of its own, the trainer (and the sandboxes its threads
@@ -29,11 +32,19 @@ class EnginesConfig(StrictModel):
     max_concurrent: int = Field(32, ge=1)    # requests in flight per replica
     affinity_slack_tokens: int = Field(4096, ge=0)  # overload guard of prefix-affine routing
     # Conformance gate: engine logprobs vs the trainer's forward on fixed probes.
-    check_every: int = Field(1, ge=0)        # weight updates between checks; 0 = only at start
+    # weight updates between checks; 0 = only at start; None: every update for vLLM, every
+    # 20th for the embedded engines (each check is one probe pass and one trainer forward)
+    check_every: int | None = Field(None, ge=0)
     probes: int = Field(4, ge=1)
     probe_tokens: int = Field(16, ge=1)
     max_abs_logp: float = Field(0.05, gt=0)  # refuse to start above this max |Δlogp|
     mean_abs_logp: float = Field(0.005, gt=0)  # ... or above this mean |Δlogp|
+
+    @property
+    def check_interval(self) -> int:
+        if self.check_every is not None:
+            return self.check_every
+        return 1 if self.kind == "vllm" else EMBEDDED_CHECK_EVERY
 
     @model_validator(mode="after")
     def _check(self):
