@@ -60,11 +60,13 @@ def oracle(
     backend: str = typer.Option("bwrap", help="Sandbox backend (bwrap, or process to debug)."),
 ) -> None:
     """Run each task's solution/solve.sh in a sandbox, then its tests; print the rewards.
-    Every task is run; a broken one is a row, and the exit is 1 if any oracle failed."""
+    Every task of a directory is run; a broken one is a row, and the exit is 1 if any failed."""
     from posttrain.tasks import read_task
     from posttrain.validate.runner import task_dirs
 
     dirs = task_dirs(path)
+    if dirs == [path]:
+        read_task(path)                  # one task that cannot be read: one error line, exit 2
     table = Table("task", "oracle exit", "reward", "status", "error")
     failed = []
     for d in dirs:
@@ -94,9 +96,10 @@ def _oracle_row(task_dir: Path, backend: str, read_task) -> tuple[str, ...]:
 
 
 def _wide_console() -> Console:
-    """A console for tables: the terminal's width, or unlimited in a pipe (ids never cut)."""
-    console = Console()
-    return console if console.is_terminal else Console(width=100_000)
+    """A console for tables: the terminal's width, or unlimited in a pipe (ids never cut);
+    cells are printed as written (an error's '[x]' is not taken for markup)."""
+    console = Console(markup=False)
+    return console if console.is_terminal else Console(width=100_000, markup=False)
 
 
 SCAFFOLD = {
