@@ -8,6 +8,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from typer.exceptions import TyperException
 
@@ -38,6 +39,19 @@ COMMAND_MODULES = [
 def _register_all() -> None:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
+    _plain_help(app)
+
+
+def _plain_help(typer_app: typer.Typer) -> None:
+    """Help as written: no rich markup, so `'.[ray]'` and `[[keys]]` are printed, not eaten."""
+    typer_app.rich_markup_mode = None
+    for group in typer_app.registered_groups:
+        _plain_help(group.typer_instance)
+
+
+def print_error(message: str) -> None:
+    """One red `error:` line on stderr; the message itself is printed literally (brackets kept)."""
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(message)}", highlight=False)
 
 
 def _usage_error(e) -> int:
@@ -47,8 +61,7 @@ def _usage_error(e) -> int:
         print(ctx.get_help())
         return 2
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e.format_message()}{hint}",
-                                               highlight=False)
+    print_error(f"{e.format_message()}{hint}")
     return getattr(e, "exit_code", 2)
 
 
@@ -58,7 +71,7 @@ def _run() -> int:
         rc = app(standalone_mode=False)        # typer returns 130 for an interrupt here
         return rc if isinstance(rc, int) else 0
     except PosttrainError as e:
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {e}", highlight=False)
+        print_error(str(e))
         return 2
     except typer.Exit as e:
         return e.exit_code

@@ -132,6 +132,19 @@ def test_resume_refuses_a_changed_config_and_lists_the_differences(tmp_path):
     assert same.tasks.kind == "copy" and same.rollout.steps == 1
     with pytest.raises(ConfigError, match=r"rollout\.steps: 1 -> 3.*seed: 0 -> 5"):
         load_rl_config(None, common + ["rollout.steps=3", "seed=5"], resume=True)
+    with pytest.raises(ConfigError, match=r"seed: 0 -> 5; drop the changes"):
+        load_rl_config(None, common + ["seed=5"], resume=True)
+
+
+def test_resume_cannot_extend_a_finished_run_and_says_so(tmp_path):
+    common = [f"runs_dir={json.dumps(str(tmp_path / 'runs'))}", "tasks.kind=copy", "tasks.n_train=4",
+              "tasks.n_eval=0", "policy.sft_steps=0", "rollout.steps=1", "rollout.max_staleness=0"]
+    run_rl(load_rl_config(None, common))
+    r = _cli("rl", "--resume", *sum((["--set", s] for s in common[:1] + ["rollout.steps=2"]), []),
+             cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "--resume cannot extend a run" in r.stderr
+    assert "checkpoints/step-000001/model" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_resume_with_overwrite_is_refused(tmp_path):

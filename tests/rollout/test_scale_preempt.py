@@ -1,5 +1,5 @@
 """SIGTERM (preemption) mid-run: the step in progress finishes, a checkpoint is written, the
-process exits 0, and --resume then gives exactly an uninterrupted run's metrics."""
+process exits 143, and --resume then gives exactly an uninterrupted run's metrics."""
 
 import json
 import os
@@ -22,7 +22,7 @@ def metrics(run_dir):
             for line in (run_dir / "metrics.jsonl").open()]
 
 
-def test_sigterm_checkpoints_within_one_step_exits_0_and_resumes_exactly(tmp_path):
+def test_sigterm_checkpoints_within_one_step_exits_143_and_resumes_exactly(tmp_path):
     base = [f'runs_dir="{tmp_path}"', *SETTINGS]
     run_rl(load_rl_config(None, base + ['name="whole"']))
     cmd = [sys.executable, "-m", "posttrain.cli", "rl", *sum((["--set", s] for s in base), []),
@@ -38,7 +38,7 @@ def test_sigterm_checkpoints_within_one_step_exits_0_and_resumes_exactly(tmp_pat
     done = len(lines.read_text().splitlines())
     os.kill(proc.pid, signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-2000:]
+    assert proc.returncode == 143, err[-2000:]
     assert "SIGTERM: checkpointed" in out
     step = int(latest_checkpoint(tmp_path / "term").name.split("-")[1])
     assert done <= step <= done + 1 < 8  # the step in progress at most

@@ -35,9 +35,10 @@ def list_models() -> None:
     from posttrain.models.gguf import cache_dir
 
     root = cache_dir() / "models"
-    found = sorted(p for p in root.glob("*") if (p / "config.json").is_file()) if root.is_dir() else []
+    found = sorted(p for p in root.glob("*") if not p.name.startswith(".")
+                   and (p / "config.json").is_file()) if root.is_dir() else []
     for p in found:
-        Console().print(f"{p.name}\t{p}")
+        typer.echo(f"{p.name}\t{p}")        # plain: tab-separated, never wrapped
     if not found:
         Console().print(f"no models in {root}; try: posttrain models import")
 

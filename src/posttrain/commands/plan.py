@@ -9,21 +9,28 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from posttrain.commands.checks import positive, probability
+
 
 def plan(
     run_dir: str = typer.Argument(..., help="A finished `posttrain rl` run directory (its costs)."),
     devices: int = typer.Option(8, help="Accelerators to split between engines and trainer ranks."),
-    sandbox_slots: Optional[int] = typer.Option(None, help="Episodes that can verify at once."),
-    train_scaling: float = typer.Option(1.0, help="Speed-up per extra trainer rank (1 = linear)."),
+    sandbox_slots: Optional[int] = typer.Option(None, callback=positive,
+                                                help="Episodes that can verify at once (default: unlimited)."),
+    train_scaling: float = typer.Option(1.0, callback=probability,
+                                        help="Speed-up per extra trainer rank, in (0, 1] (1 = linear)."),
     top: int = typer.Option(8, help="Rows to show."),
     json_out: Optional[str] = typer.Option(None, "--json", help="Write every candidate here."),
 ) -> None:
     """Recommend the rollout:train split, staleness bound and over-provisioning."""
+    from posttrain.commands.checks import writable_file
     from posttrain.errors import ConfigError
     from posttrain.schedule.planner import Cluster, fit_costs, recommend
 
     if devices < 2:
         raise ConfigError("--devices must be at least 2 (one engine and one trainer rank)")
+    if json_out:
+        writable_file(json_out, "--json")
     costs, rollout = fit_costs(run_dir)
     rows = recommend(costs, rollout, Cluster(devices, sandbox_slots, train_scaling))
     console = Console()

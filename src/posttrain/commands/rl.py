@@ -32,7 +32,7 @@ def rl(
     s = run_rl(cfg, resume=resume, overwrite=overwrite, console=console)
     if s.get("preempted"):
         console.print(f"SIGTERM: checkpointed after step {s['steps']}; continue with --resume")
-        return
+        raise typer.Exit(143)             # what a process killed by SIGTERM gives (docs/rl.md)
     for label, key in (("before", "eval_before"), ("after ", "eval_after")):
         e = s[key]
         if e:

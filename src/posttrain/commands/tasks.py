@@ -26,6 +26,7 @@ def generate(
     seed: int = typer.Option(0, help="Seed; the same seed gives the same tasks."),
     split: str = typer.Option("train", help="Prefix of the task ids (train, heldout, ...)."),
     knob: list[str] = typer.Option([], help="Suite knob KEY=VALUE (repeatable; see docs/domains.md)."),
+    overwrite: bool = typer.Option(False, help="Empty a non-empty output directory first."),
 ) -> None:
     """Write a generated suite as ordinary task directories (all or nothing)."""
     from posttrain.commands.checks import writable_dir
@@ -33,9 +34,24 @@ def generate(
     from posttrain.tasks.suites import suite_module
 
     suite_module(suite)               # an unknown suite is an error before anything is made
+    _empty_or_overwrite(out, overwrite)
     writable_dir(out, "the output directory")
     tasks = generate_suite(suite, out, n, seed=seed, split=split, knobs=knob)
     Console().print(f"wrote {len(tasks)} tasks to {out}")
+
+
+def _empty_or_overwrite(out: Path, overwrite: bool) -> None:
+    """Refuse to mix a new suite or seed with tasks already in out, unless asked to replace them."""
+    import shutil
+
+    from posttrain.errors import PosttrainError
+
+    entries = [p for p in out.iterdir() if not p.name.startswith(".")] if out.is_dir() else []
+    if entries and not overwrite:
+        raise PosttrainError(f"{out} is not empty ({len(entries)} entries): use a new directory, "
+                             "or --overwrite to replace its contents")
+    for p in entries:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 @tasks_app.command("oracle")
@@ -43,22 +59,47 @@ def oracle(
     path: Path = typer.Argument(..., help="A task directory, or a directory of them."),
     backend: str = typer.Option("bwrap", help="Sandbox backend (bwrap, or process to debug)."),
 ) -> None:
-    """Run each task's solution/solve.sh in a sandbox, then its tests; print the rewards."""
-    from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
-    from posttrain.tasks import load_tasks
+    """Run each task's solution/solve.sh in a sandbox, then its tests; print the rewards.
+    Every task of a directory is run; a broken one is a row, and the exit is 1 if any failed."""
+    from posttrain.tasks import read_task
+    from posttrain.validate.runner import task_dirs
 
+    dirs = task_dirs(path)
+    if dirs == [path]:
+        read_task(path)                  # one task that cannot be read: one error line, exit 2
     table = Table("task", "oracle exit", "reward", "status", "error")
-    failures = 0
-    for task in load_tasks(path):
+    failed = []
+    for d in dirs:
+        row = _oracle_row(d, backend, read_task)
+        table.add_row(*row)
+        failed += [] if row[3] == "ok" and row[2] == "1" else [row[0]]
+    _wide_console().print(table)
+    if failed:
+        Console(stderr=True).print(f"{len(failed)} of {len(dirs)} oracles failed: {', '.join(failed)}",
+                                   markup=False, highlight=False)
+        raise typer.Exit(1)
+
+
+def _oracle_row(task_dir: Path, backend: str, read_task) -> tuple[str, ...]:
+    """(id, oracle exit, reward, status, error) of one task; a task that cannot run is an error row."""
+    from posttrain.agent.trial import open_task_sandbox, run_oracle, verify
+    from posttrain.errors import PosttrainError
+
+    try:
+        task = read_task(task_dir)
         with open_task_sandbox(task, backend) as sandbox:
             result = run_oracle(task, sandbox)
             verdict = verify(task, sandbox)
-        failures += verdict.status != "ok" or verdict.reward < 1
-        table.add_row(task.id, str(result.exit_code), f"{verdict.reward:g}", verdict.status,
-                      verdict.error)
-    Console().print(table)
-    if failures:
-        raise typer.Exit(1)
+    except PosttrainError as e:
+        return (task_dir.name, "", "", "error", str(e))
+    return (task.id, str(result.exit_code), f"{verdict.reward:g}", verdict.status, verdict.error)
+
+
+def _wide_console() -> Console:
+    """A console for tables: the terminal's width, or unlimited in a pipe (ids never cut);
+    cells are printed as written (an error's '[x]' is not taken for markup)."""
+    console = Console(markup=False)
+    return console if console.is_terminal else Console(width=100_000, markup=False)
 
 
 SCAFFOLD = {
@@ -84,6 +125,8 @@ def new(
 
     if not name or "/" in name or name.startswith("."):
         raise PosttrainError(f"task name {name!r}: use a plain directory name")
+    if root.exists() and not root.is_dir():
+        raise PosttrainError(f"--dir {root} is a file; a directory is expected")
     if (root / name).exists():
         raise PosttrainError(f"{root / name}: already exists")
     config = TaskConfig.model_validate({
@@ -95,7 +138,7 @@ def new(
     Console().print(f"created {path}: instruction.md, task.toml, environment/, solution/, tests/")
 
 
-def _list_row(path: Path, statuses: dict[str, str]) -> tuple[str, ...]:
+def _list_row(path: Path, statuses: dict[str, str], labels: dict[str, str]) -> tuple[str, ...]:
     from posttrain.errors import PosttrainError
     from posttrain.tasks import read_task
 
@@ -104,7 +147,8 @@ def _list_row(path: Path, statuses: dict[str, str]) -> tuple[str, ...]:
     except PosttrainError as e:
         return (path.name, "", "", "", "", f"broken: {str(e).replace(f'{path}/', '').replace(str(path), '').strip(': ')}")
     c = t.config
-    return (t.id, t.domain, str(c.metadata.get("difficulty", "")), f"{c.agent.timeout_sec:g}s",
+    difficulty = labels.get(t.id, str(c.metadata.get("difficulty", "")))
+    return (t.id, t.domain, difficulty, f"{c.agent.timeout_sec:g}s",
             f"{c.verifier.timeout_sec:g}s", statuses.get(t.id, "not validated"))
 
 
@@ -118,12 +162,22 @@ def list_tasks(
     from posttrain.validate.runner import task_dirs
 
     statuses = load_manifest(manifest) if manifest else {}
+    labels = _difficulty_labels(manifest) if manifest else {}
     table = Table("id", "domain", "difficulty", "agent timeout", "verifier timeout", "status")
     dirs = task_dirs(path)
     for d in dirs:
-        table.add_row(*_list_row(d, statuses))
-    Console().print(table)
+        table.add_row(*_list_row(d, statuses, labels))
+    _wide_console().print(table)
     Console().print(f"{len(dirs)} tasks")
+
+
+def _difficulty_labels(manifest: Path) -> dict[str, str]:
+    """task id -> the manifest's calibrated difficulty label (tasks without one left out)."""
+    import json
+
+    tasks = json.loads(manifest.read_text(encoding="utf-8"))["tasks"]
+    return {t["id"]: t["difficulty"]["label"] for t in tasks
+            if isinstance(t.get("difficulty"), dict) and t["difficulty"].get("label")}
 
 
 @tasks_app.command("import-tb1")

@@ -2,7 +2,7 @@
 
     posttrain validate tasks/ --out validation.json --jobs 4
     posttrain validate tasks/ --policy runs/ckpt --k 8      # also calibrate difficulty
-Writes the manifest (--out) and validation.html beside it; exits 1 if any task is
+Writes the manifest (--out, NAME.json) and its report NAME.html beside it; exits 1 if any task is
 broken. Rerunning the same command resumes: finished checks are not run again.
 """
 
@@ -39,6 +39,8 @@ def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
 
 
 def _summary(console: Console, manifest: dict, out: Path) -> None:
+    from posttrain.validate.job import report_path
+
     table = Table("task", "status", "reason", "difficulty")
     for t in manifest["tasks"]:
         if t["status"] != "ok" or t.get("difficulty"):
@@ -48,12 +50,12 @@ def _summary(console: Console, manifest: dict, out: Path) -> None:
         console.print(table)
     counts = ", ".join(f"{k} {v}" for k, v in manifest["counts"].items() if v)
     console.print(f"{len(manifest['tasks'])} tasks: {counts}")
-    console.print(f"manifest: {out}  report: {out.with_name('validation.html')}")
+    console.print(f"manifest: {out}  report: {report_path(out)}")
 
 
 def validate(
     path: Path = typer.Argument(..., help="A task directory, or a directory of them."),
-    out: Path = typer.Option(Path("validation.json"), "--out", help="Manifest to write (JSON)."),
+    out: Path = typer.Option(Path("validation.json"), "--out", help="Manifest to write (JSON); its report is the same name with .html."),
     jobs: int = typer.Option(1, "--jobs", "-n", min=1, help="Tasks validated concurrently."),
     runs: int = typer.Option(5, "--runs", min=1, help="Oracle runs; any failure = flaky."),
     min_strength: float = typer.Option(0.7, callback=fraction, help="Mutant kill share below this = weak-verifier."),

@@ -63,20 +63,62 @@ def import_gguf(gguf: str | Path, out_dir: str | Path, dtype: torch.dtype = torc
     return save_atomically(out, plain.save_pretrained, tok.save_pretrained)
 
 
+STAGING = ".importing-"       # .{name}.importing-{pid}-XXXX: hidden, and its owner is known
+
+
 def save_atomically(out: Path, *savers) -> Path:
-    """Run each saver(dir) on a staging directory beside out, then rename it to out: an import
-    killed mid-save leaves no half-written model that lists as imported."""
+    """Run each saver(dir) on a hidden staging directory beside out, then rename it to out: an
+    import killed mid-save leaves no half-written model that lists as imported (and the next
+    import removes what it left). The model is made readable as the umask allows (a shared cache)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    remove_stale_staging(out.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}{os.getpid()}-", dir=out.parent))
     try:
         for save in savers:
             save(staging)
+        _as_umask_allows(staging)
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def remove_stale_staging(root: Path) -> list[Path]:
+    """Delete staging directories under root whose importing process is gone."""
+    stale = [p for p in root.glob(f".*{STAGING}*") if p.is_dir() and not _alive(_owner(p))]
+    for p in stale:
+        shutil.rmtree(p, ignore_errors=True)
+    return stale
+
+
+def _owner(staging: Path) -> int:
+    try:
+        return int(staging.name.split(STAGING, 1)[1].split("-", 1)[0])
+    except (IndexError, ValueError):
+        return 0                   # an older staging name without a pid: stale
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _as_umask_allows(root: Path) -> None:
+    """mkdtemp makes 0700; give root and everything in it the modes a plain mkdir/open would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    root.chmod(0o777 & ~umask)
+    for p in root.rglob("*"):
+        p.chmod((0o777 if p.is_dir() else 0o666) & ~umask)
 
 
 def _plain_config(config) -> dict:

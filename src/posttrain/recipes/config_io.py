@@ -106,6 +106,15 @@ def resumed_config(model: type[M], run_dir: Path, path: str | None, overrides: l
     changes = config_changes(model.model_validate(saved).model_dump(mode="json"), cfg.model_dump(mode="json"))
     if changes:
         raise ConfigError(f"--resume continues {run_dir} under its own config ({saved_path}), and the "
-                          f"given config changes it: {'; '.join(changes)}; drop the changes, or start "
-                          "a new run under another name")
+                          f"given config changes it: {'; '.join(changes)}; {_resume_advice(run_dir, changes)}")
     return cfg
+
+
+def _resume_advice(run_dir: Path, changes: list[str]) -> str:
+    """What to do instead; a longer run is a new run (rollout.steps is fixed when a run starts)."""
+    if not any(c.startswith("rollout.steps:") for c in changes):
+        return "drop the changes, or start a new run under another name"
+    latest = run_dir / "checkpoints" / "latest"
+    step = latest.read_text().strip() if latest.is_file() else "step-N"
+    return (f"--resume cannot extend a run: start a new one under another name from its model, "
+            f"policy.init = \"{run_dir}/checkpoints/{step}/model\" (the optimizer state starts fresh)")

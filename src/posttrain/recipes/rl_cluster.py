@@ -22,7 +22,7 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
     try:
         import ray  # noqa: F401
     except ImportError as e:
-        raise PosttrainError(f"cluster.executor = \"ray\" needs Ray: pip install -e '.[ray]' ({e})") from e
+        raise PosttrainError(f"cluster.executor = \"ray\" needs Ray: pip install -c constraints.txt -e '.[ray]' ({e})") from e
     from posttrain.rollout.executors.ray_executor import RayExecutor
 
     return RayExecutor(cfg.cluster, run_dir / "actors")

@@ -39,6 +39,12 @@ def state_dir_for(out: Path) -> Path:
     return Path(out).with_name(Path(out).stem + ".checks")
 
 
+def report_path(out: Path) -> Path:
+    """The HTML report of manifest `out`: validation.json -> validation.html, a.json -> a.html,
+    so two manifests in one directory keep their own reports."""
+    return Path(out).with_suffix(".html")
+
+
 def _add_difficulty(reports: list[TaskReport], policy: Policy, store: CheckStore,
                     threshold: float) -> None:
     from posttrain.tasks import read_task
@@ -70,7 +76,7 @@ def run_validation(root: Path, cfg: ValidateConfig, out: Path, jobs: int = 1,
                    policy: Policy | None = None, on_start: Callable[[int], None] | None = None,
                    on_task: Callable[[TaskReport], None] | None = None,
                    on_check: OnCheck | None = None) -> dict:
-    """Validate every task under root; write `out` (JSON) and validation.html beside it."""
+    """Validate every task under root; write `out` (JSON) and its report_path beside it."""
     paths = task_dirs(root)
     if on_start:
         on_start(len(paths))
@@ -85,5 +91,5 @@ def run_validation(root: Path, cfg: ValidateConfig, out: Path, jobs: int = 1,
     manifest = manifest_dict(reports, cfg.model_dump(),
                              {"name": policy.name, "key": policy.key()} if policy else None)
     write_manifest(out, manifest)
-    write_html(manifest, Path(out).with_name("validation.html"))
+    write_html(manifest, report_path(out))
     return manifest

@@ -34,6 +34,11 @@ class Counter:
 
             path = Path(tokenizer)
             path = path / "tokenizer.json" if path.is_dir() else path
+            if not path.is_file():
+                from posttrain.errors import PosttrainError
+
+                raise PosttrainError(f"knob tokenizer={tokenizer}: no such file {path} "
+                                     "(give a tokenizer.json or its directory, or 'approx')")
             self._tok = Tokenizer.from_file(str(path))
 
     def __call__(self, text: str) -> int:
