@@ -37,9 +37,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _need(what: str, how: str):
-    """In CI (CI=true) a missing piece fails the test; elsewhere it skips with the reason."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} is missing in CI; {how}")
+    """Skip with the reason (a failure in CI: tests/ci_skips.py)."""
     pytest.skip(f"{what} is not set up; {how}")
 
 

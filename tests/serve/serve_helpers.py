@@ -6,9 +6,7 @@ action `<bash>ls -la</bash>`, "are you done" with `<submit/>`, and "weather in P
 Hermes-style tool call, so tests can check exactly what text and tool calls come back.
 """
 
-import importlib
 import json
-import os
 import socket
 import threading
 import time
@@ -107,7 +105,6 @@ def parse_args(call) -> dict:
 
 
 def need(module: str):
-    """Import a test-extra client; skip without it on a developer machine, never in CI."""
-    if os.environ.get("CI") == "true":
-        return importlib.import_module(module)
+    """Import a test-extra client; skip without it on a developer machine (a failure in CI:
+    tests/ci_skips.py)."""
     return pytest.importorskip(module, reason=f"{module} is a test extra: pip install -c constraints.txt -e '.[test]'")

@@ -30,9 +30,7 @@ def podman(monkeypatch):
         why = "no podman CLI"
     elif _podman("image", "exists", BASE).returncode != 0:
         why = f"podman has no {BASE}"
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {why} (scripts/ci/docker.sh installs and imports it)")
+    if why:   # a failure under CI=true (tests/ci_skips.py)
         pytest.skip(f"{why}: bash scripts/ci/docker.sh installs podman and imports the base image")
     monkeypatch.setenv("POSTTRAIN_CONTAINER_CLI", "podman")
     yield

@@ -4,7 +4,6 @@ deliberately weakened copy, scripted partial agents grade between the probes and
 oracle, and the same seed gives the same files."""
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,9 +29,7 @@ def cache(tmp_path_factory):
     try:
         for wheel in (pypi.TOOLZ.wheel, *pypi.PYTEST_WHEELS):
             pypi.fetch(wheel, path)
-    except PosttrainError as e:
-        if os.environ.get("CI") == "true":
-            raise
+    except PosttrainError as e:   # a failure under CI=true (tests/ci_skips.py)
         pytest.skip(f"PyPI unreachable: {e}")
     return path
 
