@@ -16,24 +16,54 @@ def suite(means: list[float], k: int = 4) -> dict[str, list[float]]:
     return {f"t{i}": [1.0] * round(m * k) + [0.0] * (k - round(m * k)) for i, m in enumerate(means)}
 
 
-def test_equal_variants_are_promoted_worse_ones_rolled_back():
+def shifted(scores: dict[str, list[float]], moved: int, by: float = -0.25) -> dict[str, list[float]]:
+    """The same scores with the first `moved` tasks lowered (or raised) by `by`, within [0, 1]."""
+    out = dict(scores)
+    for t in list(scores)[:moved]:
+        out[t] = [min(1.0, max(0.0, s + by)) for s in scores[t]]
+    return out
+
+
+def test_near_equal_variants_are_promoted_worse_ones_rolled_back():
     base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 6)
-    same = decide("fast", "standard", base, base, margin=0.05)
-    assert same.decision == "promote" and same.diff == 0 and same.n_tasks == 36
+    near = shifted(base, 3, by=+0.25)                      # three tasks a little better: some spread
+    same = decide("fast", "standard", near, base, margin=0.05)
+    assert same.decision == "promote" and same.n_tasks == 36 and same.interval == "t"
     worse = suite([0.0, 0.25, 0.5, 0.75, 0.0, 0.25] * 6)  # every task 0.25 worse, or 0 when already 0
     d = decide("int8", "standard", worse, base, margin=0.05)
     assert d.decision == "rollback" and d.reason.startswith("inferior") and d.ci_high < -0.05
 
 
+@pytest.mark.parametrize("n_tasks", [1, 2])
+def test_one_or_two_tasks_at_zero_vs_zero_do_not_promote(n_tasks):
+    zeros = suite([0.0] * n_tasks)
+    d = decide("fast", "standard", zeros, zeros, margin=0.05, min_tasks=1)
+    assert d.decision == "rollback" and d.reason.startswith("insufficient evidence")
+    assert d.ci_low < -0.5 and d.ci_high > 0.5          # never a point interval
+    d = decide("fast", "standard", zeros, zeros, margin=0.05)
+    assert d.decision == "rollback" and "fewer than min_tasks = 20" in d.reason
+
+
+def test_thirty_equal_tasks_are_not_decided_on_a_point_interval():
+    """The gateway benchmark's int8 case: 30 tasks, every difference exactly 0."""
+    base = suite([0.0, 1 / 3, 2 / 3, 1.0, 1 / 3] * 6, k=3)
+    d = decide("int8", "standard", base, base, margin=0.1)
+    assert d.n_tasks == 30 and d.diff == 0 and d.interval == "zero-spread bound"
+    assert d.ci_low == pytest.approx(-(1 - 0.025 ** (1 / 30))) and d.ci_low < -0.1
+    assert d.decision == "rollback" and d.reason.startswith("insufficient evidence")
+    many = suite([0.0, 0.5, 1.0] * 30)                      # 90 tasks: the exact bound clears -0.05
+    assert decide("int8", "standard", many, many, margin=0.05).decision == "promote"
+
+
 def test_too_few_tasks_is_not_shown_noninferior():
     base = suite([0.5, 0.75, 0.25])
     noisy = suite([0.75, 0.5, 0.0])
-    d = decide("fast", "standard", noisy, base, margin=0.05)
+    d = decide("fast", "standard", noisy, base, margin=0.05, min_tasks=3)
     assert d.decision == "rollback" and "not shown non-inferior" in d.reason
 
 
 def test_lossless_variant_needs_identical_greedy_probes():
-    base = suite([0.5] * 10)
+    base = suite([0.0, 0.5, 1.0] * 30)
     assert decide("spec", "standard", base, base, 0.05, lossless=True, probes=(6, 6)).decision == "promote"
     d = decide("spec", "standard", base, base, 0.05, lossless=True, probes=(5, 6))
     assert d.decision == "rollback" and "differ on 1 of 6" in d.reason
@@ -52,8 +82,10 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
-        base = suite([0.5, 0.25, 1.0] * 10)
-        decision = decide("fast", "standard", base, base, 0.05).to_dict()
+        base = suite([0.5, 0.25, 1.0, 0.75] * 10)
+        near = {t: (v[:-1] + [1.0] if i % 10 == 0 else v) for i, (t, v) in enumerate(base.items())}
+        decision = decide("fast", "standard", near, base, 0.05).to_dict()
+        assert decision["decision"] == "promote"
         r = httpx.post(url + "/v1/gateway/canary", json=decision)
         assert r.status_code == 200 and r.json()["canary_share"] == 1.0
         assert {variant(f"b{i}") for i in range(10)} == {"fast"}              # promoted: new sessions go to fast
