@@ -98,3 +98,47 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
     rows = sqlite3.connect(tmp_path / "audit.sqlite").execute("SELECT detail FROM calls WHERE kind = 'canary'").fetchall()
     assert len(rows) == 1 and json.loads(rows[0][0])["decision"] == "promote"
     assert verify(str(tmp_path / "audit.sqlite")).ok
+
+
+def eval_job(path, scores: dict[str, list[float]], **conditions):
+    """A real `posttrain eval` job directory holding these per-task scores."""
+    from posttrain.evals.conditions import EvalConditions
+    from posttrain.evals.jobdir import JobDir
+    from posttrain.evals.record import TrialOutput, TrialRecord
+
+    k = max(len(v) for v in scores.values())
+    c = EvalConditions(**{"model": path.name, "protocol": "tools", "k": k, "task_ids": tuple(scores), **conditions})
+    job = JobDir(path).open(c)
+    for task, values in scores.items():
+        for i, s in enumerate(values):
+            rec = TrialRecord(task, i, "passed" if s >= 1 else "failed", s)
+            job.write_trial(TrialOutput(rec, {}), {})
+    job.close()
+    return path
+
+
+def canary_cli(tmp_path, cand, base):
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "g.toml"
+    extra = '[canary]\ncandidate = "fast"\nbaseline = "standard"\nshare = 0.0\nmargin = 0.05\n'
+    cfg.write_text(toml_config(free_port(), tmp_path / "audit.sqlite", {"standard": [1], "fast": [1]}, extra=extra))
+    code = "from posttrain.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, "gateway", "canary", str(cfg), "--candidate-job", str(cand),
+                           "--baseline-job", str(base)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "400"})
+
+
+def test_jobs_under_different_conditions_are_refused(tmp_path):
+    scores = suite([0.0, 0.5, 1.0] * 30)
+    base = eval_job(tmp_path / "std", scores, temperature=0.7, max_turns=20)
+    cand = eval_job(tmp_path / "fast", scores, temperature=0.0, max_turns=10)
+    r = canary_cli(tmp_path, cand, base)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "different conditions" in r.stderr and "temperature: 0.0 -> 0.7" in r.stderr and "max_turns" in r.stderr
+    assert not (tmp_path / "audit.sqlite").exists()                  # nothing decided, nothing recorded
+    same = eval_job(tmp_path / "fast2", scores, temperature=0.7, max_turns=20)
+    r = canary_cli(tmp_path, same, base)                              # only the model differs: decided
+    assert r.returncode == 0 and "promote" in r.stdout, r.stdout + r.stderr
