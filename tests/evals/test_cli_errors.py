@@ -41,6 +41,9 @@ def test_unreachable_endpoint(tmp_path, task_dir):
     (["--model", "/no/such/ckpt"], "not a checkpoint directory"),
     (["--model", "m", "--base-url", "http://x/v1", "-k", "0"], "'-k'"),
     (["--model", "m", "--base-url", "http://x/v1", "--denominator", "some"], "denominator"),
+    (["--model", "m", "--base-url", "http://x/v1", "--protocol", "morse"], "--protocol must be text or tools"),
+    (["--model", "m", "--protocol", "tools"], "--protocol tools needs --base-url"),
+    (["--model", "m", "--base-url", "http://x/v1", "--protocol", "text"], "takes its tokenizer from it"),
 ])
 def test_bad_flags(tmp_path, task_dir, args, needle):
     _one_line_error(posttrain("eval", "--tasks", str(task_dir), *args, cwd=tmp_path), needle)
