@@ -38,9 +38,10 @@ def test_report_and_compare(tmp_path, task_dir, oracle):
     assert r.exit_code == 0, r.output
     d = json.loads((a / "compare-b.json").read_text())
     assert d["n_tasks"] == 4 and math.isclose(d["diff"], 2 / 3 - 1)
-    assert d["conditions_differing"] == [] and "conditions that differ besides the model: none" in " ".join(r.output.split())
+    printed = " ".join(r.output.split())                                  # the console wraps lines
+    assert d["conditions_differing"] == [] and "conditions that differ besides the model: none" in printed
     assert d["method"] == "zero-spread bound" and d["ci_low"] < d["diff"] < d["ci_high"]  # every task -1/3
-    assert "smallest difference these tasks detect" in " ".join(r.output.split())
+    assert "smallest difference these tasks detect" in printed
 
     with serve(Script(oracle)) as url:
         c = _job(tmp_path, task_dir, url, "c", temperature=0.0, max_turns=5)
