@@ -33,12 +33,17 @@ def test_unreachable_endpoint(tmp_path, task_dir):
     r = posttrain("eval", "--tasks", str(task_dir), "--model", "m",
                   "--base-url", f"http://127.0.0.1:{free_port()}/v1", cwd=tmp_path)
     _one_line_error(r, "cannot reach the model endpoint")
+    jobs = tmp_path / "jobs"
+    assert not jobs.exists() or not any(jobs.iterdir())  # no empty job directory left behind
 
 
 @pytest.mark.parametrize("args,needle", [
     (["--model", "/no/such/ckpt"], "not a checkpoint directory"),
     (["--model", "m", "--base-url", "http://x/v1", "-k", "0"], "'-k'"),
     (["--model", "m", "--base-url", "http://x/v1", "--denominator", "some"], "denominator"),
+    (["--model", "m", "--base-url", "http://x/v1", "--protocol", "morse"], "--protocol must be text or tools"),
+    (["--model", "m", "--protocol", "tools"], "--protocol tools needs --base-url"),
+    (["--model", "m", "--base-url", "http://x/v1", "--protocol", "text"], "takes its tokenizer from it"),
 ])
 def test_bad_flags(tmp_path, task_dir, args, needle):
     _one_line_error(posttrain("eval", "--tasks", str(task_dir), *args, cwd=tmp_path), needle)
@@ -46,3 +51,23 @@ def test_bad_flags(tmp_path, task_dir, args, needle):
 
 def test_report_of_a_non_job(tmp_path):
     _one_line_error(posttrain("eval", "report", str(tmp_path)), "not an eval job")
+
+
+def test_compare_with_a_job_without_scored_trials(tmp_path):
+    from posttrain.evals.conditions import EvalConditions
+    from posttrain.evals.jobdir import JobDir
+
+    for name in ("a", "b"):
+        JobDir(tmp_path / name).open(EvalConditions(model=name, protocol="tools", k=2)).close()
+    _one_line_error(posttrain("eval", "compare", str(tmp_path / "a"), str(tmp_path / "b")), "no scored trials")
+
+
+def test_step_dir_is_accepted_for_its_model(tmp_path, task_dir):
+    """`--model runs/x/step-N` means the checkpoint at step-N/model/ (where rl saves it)."""
+    from posttrain.evals.launch import EvalRequest, build_conditions
+    from posttrain.tasks import load_tasks
+
+    (tmp_path / "step-3" / "model").mkdir(parents=True)
+    (tmp_path / "step-3" / "model" / "config.json").write_text("{}")
+    c = build_conditions(EvalRequest(str(task_dir), str(tmp_path / "step-3")), load_tasks(task_dir))
+    assert c.model == str((tmp_path / "step-3" / "model").resolve())

@@ -116,8 +116,19 @@ def test_paired_compare_with_itself_is_zero():
     rng = random.Random(1)
     job = {f"t{i}": [float(rng.random() < 0.4) for _ in range(5)] for i in range(20)}
     d = stats.paired_compare(job, job)
-    assert d.diff == 0 and d.ci_low == 0 and d.ci_high == 0 and d.p_value == 1.0
+    u = 1 - 0.025 ** (1 / 20)  # exact bound on the share of tasks that could differ unseen
+    assert d.diff == 0 and d.p_value == 1.0 and d.method == "zero-spread bound"
+    assert d.ci_low == pytest.approx(-u) and d.ci_high == pytest.approx(u)  # never a point
     assert d.correlation == pytest.approx(1.0)
+
+
+def test_zero_spread_interval_for_a_uniform_shift():
+    job = {f"t{i}": [0.0, 0.0] for i in range(10)}
+    up = {t: [0.5, 0.5] for t in job}
+    d = stats.paired_compare(up, job)
+    u = 1 - 0.025 ** (1 / 10)
+    assert d.diff == 0.5 and d.ci_low == pytest.approx(0.5 - 1.5 * u) and d.ci_high == pytest.approx(0.5 + 0.5 * u)
+    assert d.p_value == pytest.approx(2 * 0.5**10)  # sign test: all ten tasks moved up
 
 
 def test_paired_compare_worked_example():

@@ -16,24 +16,54 @@ def suite(means: list[float], k: int = 4) -> dict[str, list[float]]:
     return {f"t{i}": [1.0] * round(m * k) + [0.0] * (k - round(m * k)) for i, m in enumerate(means)}
 
 
-def test_equal_variants_are_promoted_worse_ones_rolled_back():
+def shifted(scores: dict[str, list[float]], moved: int, by: float = -0.25) -> dict[str, list[float]]:
+    """The same scores with the first `moved` tasks lowered (or raised) by `by`, within [0, 1]."""
+    out = dict(scores)
+    for t in list(scores)[:moved]:
+        out[t] = [min(1.0, max(0.0, s + by)) for s in scores[t]]
+    return out
+
+
+def test_near_equal_variants_are_promoted_worse_ones_rolled_back():
     base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 6)
-    same = decide("fast", "standard", base, base, margin=0.05)
-    assert same.decision == "promote" and same.diff == 0 and same.n_tasks == 36
+    near = shifted(base, 3, by=+0.25)                      # three tasks a little better: some spread
+    same = decide("fast", "standard", near, base, margin=0.05)
+    assert same.decision == "promote" and same.n_tasks == 36 and same.interval == "t"
     worse = suite([0.0, 0.25, 0.5, 0.75, 0.0, 0.25] * 6)  # every task 0.25 worse, or 0 when already 0
     d = decide("int8", "standard", worse, base, margin=0.05)
     assert d.decision == "rollback" and d.reason.startswith("inferior") and d.ci_high < -0.05
 
 
+@pytest.mark.parametrize("n_tasks", [1, 2])
+def test_one_or_two_tasks_at_zero_vs_zero_do_not_promote(n_tasks):
+    zeros = suite([0.0] * n_tasks)
+    d = decide("fast", "standard", zeros, zeros, margin=0.05, min_tasks=1)
+    assert d.decision == "rollback" and d.reason.startswith("insufficient evidence")
+    assert d.ci_low < -0.5 and d.ci_high > 0.5          # never a point interval
+    d = decide("fast", "standard", zeros, zeros, margin=0.05)
+    assert d.decision == "rollback" and "fewer than min_tasks = 20" in d.reason
+
+
+def test_thirty_equal_tasks_are_not_decided_on_a_point_interval():
+    """The gateway benchmark's int8 case: 30 tasks, every difference exactly 0."""
+    base = suite([0.0, 1 / 3, 2 / 3, 1.0, 1 / 3] * 6, k=3)
+    d = decide("int8", "standard", base, base, margin=0.1)
+    assert d.n_tasks == 30 and d.diff == 0 and d.interval == "zero-spread bound"
+    assert d.ci_low == pytest.approx(-(1 - 0.025 ** (1 / 30))) and d.ci_low < -0.1
+    assert d.decision == "rollback" and d.reason.startswith("insufficient evidence")
+    many = suite([0.0, 0.5, 1.0] * 30)                      # 90 tasks: the exact bound clears -0.05
+    assert decide("int8", "standard", many, many, margin=0.05).decision == "promote"
+
+
 def test_too_few_tasks_is_not_shown_noninferior():
     base = suite([0.5, 0.75, 0.25])
     noisy = suite([0.75, 0.5, 0.0])
-    d = decide("fast", "standard", noisy, base, margin=0.05)
+    d = decide("fast", "standard", noisy, base, margin=0.05, min_tasks=3)
     assert d.decision == "rollback" and "not shown non-inferior" in d.reason
 
 
 def test_lossless_variant_needs_identical_greedy_probes():
-    base = suite([0.5] * 10)
+    base = suite([0.0, 0.5, 1.0] * 30)
     assert decide("spec", "standard", base, base, 0.05, lossless=True, probes=(6, 6)).decision == "promote"
     d = decide("spec", "standard", base, base, 0.05, lossless=True, probes=(5, 6))
     assert d.decision == "rollback" and "differ on 1 of 6" in d.reason
@@ -52,8 +82,10 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
-        base = suite([0.5, 0.25, 1.0] * 10)
-        decision = decide("fast", "standard", base, base, 0.05).to_dict()
+        base = suite([0.5, 0.25, 1.0, 0.75] * 10)
+        near = {t: (v[:-1] + [1.0] if i % 10 == 0 else v) for i, (t, v) in enumerate(base.items())}
+        decision = decide("fast", "standard", near, base, 0.05).to_dict()
+        assert decision["decision"] == "promote"
         r = httpx.post(url + "/v1/gateway/canary", json=decision)
         assert r.status_code == 200 and r.json()["canary_share"] == 1.0
         assert {variant(f"b{i}") for i in range(10)} == {"fast"}              # promoted: new sessions go to fast
@@ -66,3 +98,47 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
     rows = sqlite3.connect(tmp_path / "audit.sqlite").execute("SELECT detail FROM calls WHERE kind = 'canary'").fetchall()
     assert len(rows) == 1 and json.loads(rows[0][0])["decision"] == "promote"
     assert verify(str(tmp_path / "audit.sqlite")).ok
+
+
+def eval_job(path, scores: dict[str, list[float]], **conditions):
+    """A real `posttrain eval` job directory holding these per-task scores."""
+    from posttrain.evals.conditions import EvalConditions
+    from posttrain.evals.jobdir import JobDir
+    from posttrain.evals.record import TrialOutput, TrialRecord
+
+    k = max(len(v) for v in scores.values())
+    c = EvalConditions(**{"model": path.name, "protocol": "tools", "k": k, "task_ids": tuple(scores), **conditions})
+    job = JobDir(path).open(c)
+    for task, values in scores.items():
+        for i, s in enumerate(values):
+            rec = TrialRecord(task, i, "passed" if s >= 1 else "failed", s)
+            job.write_trial(TrialOutput(rec, {}), {})
+    job.close()
+    return path
+
+
+def canary_cli(tmp_path, cand, base):
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "g.toml"
+    extra = '[canary]\ncandidate = "fast"\nbaseline = "standard"\nshare = 0.0\nmargin = 0.05\n'
+    cfg.write_text(toml_config(free_port(), tmp_path / "audit.sqlite", {"standard": [1], "fast": [1]}, extra=extra))
+    code = "from posttrain.cli import main; main()"
+    return subprocess.run([sys.executable, "-c", code, "gateway", "canary", str(cfg), "--candidate-job", str(cand),
+                           "--baseline-job", str(base)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "400"})
+
+
+def test_jobs_under_different_conditions_are_refused(tmp_path):
+    scores = suite([0.0, 0.5, 1.0] * 30)
+    base = eval_job(tmp_path / "std", scores, temperature=0.7, max_turns=20)
+    cand = eval_job(tmp_path / "fast", scores, temperature=0.0, max_turns=10)
+    r = canary_cli(tmp_path, cand, base)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "different conditions" in r.stderr and "temperature: 0.0 -> 0.7" in r.stderr and "max_turns" in r.stderr
+    assert not (tmp_path / "audit.sqlite").exists()                  # nothing decided, nothing recorded
+    same = eval_job(tmp_path / "fast2", scores, temperature=0.7, max_turns=20)
+    r = canary_cli(tmp_path, same, base)                              # only the model differs: decided
+    assert r.returncode == 0 and "promote" in r.stdout, r.stdout + r.stderr

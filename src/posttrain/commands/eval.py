@@ -2,6 +2,7 @@
 
     posttrain eval --tasks DIR --model CKPT_DIR -k 5 --jobs 4
     posttrain eval --tasks DIR --model NAME --base-url http://host/v1 --api-key-env KEY -k 5
+    posttrain eval --tasks DIR --model CKPT_DIR --base-url http://127.0.0.1:8000/v1   # text protocol
     posttrain eval report jobs/JOB
     posttrain eval compare jobs/A jobs/B
 Rerunning the same command resumes the job; finished trials are not run again.
@@ -33,6 +34,11 @@ def run_eval(
     jobs: int = typer.Option(4, "--jobs", "-n", min=1, help="Trials run concurrently."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="Environment variable holding the API key."),
+    protocol: Optional[str] = typer.Option(None, help="Agent protocol over --base-url: text (token ids over "
+                                           "/v1/completions; needs --model CKPT_DIR for the tokenizer) | tools. "
+                                           "Default: text for a checkpoint dir, tools for a model name."),
+    served_model: Optional[str] = typer.Option(None, help="Text protocol over --base-url: the endpoint's model id "
+                                               "(default: the checkpoint dir's name, as `posttrain serve` reports it)."),
     job: Optional[str] = typer.Option(None, "--job", help="Job name (default: derived from the conditions)."),
     jobs_dir: str = typer.Option("jobs", help="Where job directories go."),
     sandbox: str = typer.Option("bwrap", help="Sandbox backend."),
@@ -65,7 +71,7 @@ def run_eval(
                     agent_timeout_s=agent_timeout, verifier_timeout_s=verifier_timeout,
                     max_infra_retries=max_infra_retries, denominator=denominator)
     req = EvalRequest(tasks, model, k, jobs, base_url, api_key_env, job, jobs_dir, sandbox,
-                      prices, settings=settings)
+                      prices, settings=settings, protocol=protocol, served_model=served_model)
     console = Console()
     with progress_hooks(console) as (on_start, on_trial):
         path, summary = evaluate(req, on_start, on_trial)
@@ -92,8 +98,8 @@ def compare(job_a: str = typer.Argument(..., help="Job directory A."),
     from posttrain.evals.compare import write_comparison
     from posttrain.evals.table import print_comparison
 
-    path, diff = write_comparison(Path(job_a), Path(job_b), Path(out) if out else None)
-    print_comparison(Console(), diff, job_a, job_b)
+    path, diff, result = write_comparison(Path(job_a), Path(job_b), Path(out) if out else None)
+    print_comparison(Console(), diff, job_a, job_b, result)
     Console().print(f"report: {path}")
 
 

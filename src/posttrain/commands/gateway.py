@@ -122,12 +122,16 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
 
     from posttrain.errors import PosttrainError
     from posttrain.gateway.audit import AuditLog
-    from posttrain.gateway.canary import audit_fields, decide, job_scores, probe_identity
+    from posttrain.gateway.canary import audit_fields, decide, differing_conditions, job_scores, probe_identity
 
     cfg = _config(config)
     if not cfg.canary:
         raise PosttrainError(f"{config} has no [canary] table")
     c, variants = cfg.canary, cfg.variants
+    differ = differing_conditions(candidate_job, baseline_job)
+    if differ:
+        raise PosttrainError(f"the two jobs ran under different conditions ({'; '.join(differ)}); "
+                             "rerun one so that only the model differs")
     lossless = variants[c.candidate].lossless
     identical = None
     if lossless:
@@ -137,7 +141,7 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
                                    base.model or c.baseline, prompts, probe_tokens)
     try:
         d = decide(c.candidate, c.baseline, job_scores(candidate_job), job_scores(baseline_job), c.margin,
-                   lossless, identical)
+                   lossless, identical, c.min_tasks)
     except ValueError as e:
         raise PosttrainError(str(e)) from e
     console = Console(soft_wrap=True)

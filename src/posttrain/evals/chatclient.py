@@ -80,6 +80,17 @@ class ChatClient:
             raise PosttrainError(f"cannot reach the model endpoint {self.base_url}: "
                                  f"{type(e).__name__}: {e}") from None
 
+    def check_serves(self) -> None:
+        """Fail fast if the endpoint does not list self.model at /models."""
+        try:
+            r = self._http.get("models", timeout=min(10.0, self.timeout_s))
+            ids = [m["id"] for m in r.json()["data"]]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            raise PosttrainError(f"{self.base_url}/models lists no models: {type(e).__name__}: {e}") from None
+        if self.model not in ids:
+            raise PosttrainError(f"{self.base_url} does not serve {self.model!r} (it serves {', '.join(ids)});"
+                                 " pass --served-model with one of those ids")
+
     def chat(self, messages: list[dict], tools: list[dict], deadline: float | None = None,
              **sampling) -> ChatReply:
         """One completion; no request or backoff sleep runs past `deadline` (perf_counter)."""

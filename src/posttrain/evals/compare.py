@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from posttrain.errors import PosttrainError
 from posttrain.evals import plots, stats
 from posttrain.evals.conditions import diff_conditions
 from posttrain.evals.jobdir import open_existing, write_json
@@ -11,7 +12,7 @@ from posttrain.evals.report import esc, img, kv_table, page
 from posttrain.evals.summary import summarize, task_scores
 
 # Conditions that are expected to differ between the two sides of a comparison.
-EXPECTED_TO_DIFFER = ("model", "protocol", "base_url")
+EXPECTED_TO_DIFFER = ("model", "protocol", "base_url", "model_digest")
 
 
 def load_side(path: Path):
@@ -21,10 +22,15 @@ def load_side(path: Path):
 
 
 def write_comparison(a_path: Path, b_path: Path, out: Path | None = None):
-    """Write the comparison page and JSON; returns (html path, PairedDiff)."""
+    """Write the comparison page and JSON; returns (html path, PairedDiff, the JSON's dict)."""
     ja, ca, ra, sa = load_side(a_path)
     jb, cb, rb, sb = load_side(b_path)
     scores_a, scores_b = task_scores(ra, ca.denominator), task_scores(rb, cb.denominator)
+    for path, scores in ((ja.path, scores_a), (jb.path, scores_b)):
+        if not any(scores.values()):
+            raise PosttrainError(f"{path} has no scored trials yet; nothing to compare")
+    if not set(scores_a) & set(scores_b):
+        raise PosttrainError(f"{ja.path} and {jb.path} share no scored tasks; nothing to compare")
     d = stats.paired_compare(scores_a, scores_b)
     sd = d.se * d.n_tasks ** 0.5
     mdd = stats.min_detectable_difference(d.n_tasks, sd) if sd > 0 else None
@@ -56,4 +62,4 @@ def write_comparison(a_path: Path, b_path: Path, out: Path | None = None):
                                          "B": sb["latency"]["mean_per_trial"]}), "latency")
     path = stem.with_suffix(".html")
     path.write_text(page(f"compare {ja.path.name} vs {jb.path.name}", body), encoding="utf-8")
-    return path, d
+    return path, d, result

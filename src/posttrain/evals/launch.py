@@ -1,8 +1,12 @@
 """From an eval request (what the CLI was given) to a finished job: conditions, executor, run.
 
-A local checkpoint directory runs on the embedded engine with the text protocol; a
---base-url runs the built-in tool-calling agent against that OpenAI-compatible endpoint,
-with the key read from the environment variable the request names (never from argv).
+A local checkpoint directory runs on the embedded engine with the text protocol. A --base-url
+runs against that OpenAI-compatible endpoint, with the key read from the environment variable
+the request names (never from argv), in one of two protocols: `tools` (the built-in
+tool-calling agent, any chat model) or `text` (the agent's own text protocol, token-in/
+token-out over /v1/completions, as `rl` trains and evaluates; the checkpoint directory given
+as --model supplies the tokenizer). By default an endpoint gets `text` when --model is a
+checkpoint directory and `tools` when it is a model name.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ class EvalRequest:
     prices: str | None = None
     request_timeout_s: float = 120.0
     settings: dict = field(default_factory=dict)  # EvalConditions fields the user set
+    protocol: str | None = None       # endpoints: "text" | "tools"; None: from --model (see above)
+    served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
 
 
 def read_tasks(tasks_dir: str) -> list[Task]:
@@ -48,15 +54,35 @@ def read_tasks(tasks_dir: str) -> list[Task]:
     return load_tasks(p)
 
 
+def checkpoint_dir(model: str) -> Path | None:
+    """The checkpoint directory --model names: itself, or a step dir's model/ (where rl saves)."""
+    for p in (Path(model).expanduser(), Path(model).expanduser() / "model"):
+        if (p / "config.json").is_file():
+            return p
+    return None
+
+
+def pick_protocol(req: EvalRequest) -> str:
+    ckpt = checkpoint_dir(req.model)
+    protocol = req.protocol or ("text" if ckpt or not req.base_url else "tools")
+    if protocol not in ("text", "tools"):
+        raise ConfigError(f"--protocol must be text or tools, got {protocol!r}")
+    if protocol == "tools" and not req.base_url:
+        raise ConfigError("--protocol tools needs --base-url (a local checkpoint runs the text protocol)")
+    if protocol == "text" and not ckpt:
+        hint = " to evaluate an endpoint by its model name, pass --base-url" if not req.base_url else \
+            " the text protocol over an endpoint takes its tokenizer from it; or pass --protocol tools"
+        raise ConfigError(f"--model {req.model!r} is not a checkpoint directory (no config.json);{hint}")
+    return protocol
+
+
 def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
-    protocol = "tools" if req.base_url else "text"
-    if protocol == "text" and not (Path(req.model) / "config.json").is_file():
-        raise ConfigError(f"--model {req.model!r} is not a checkpoint directory (no config.json);"
-                          " to evaluate an endpoint pass --base-url")
+    protocol = pick_protocol(req)
     if req.jobs < 1:
         raise ConfigError("--jobs must be >= 1")
-    model = str(Path(req.model).resolve()) if protocol == "text" else req.model
-    digest = model_digest(Path(model)) if protocol == "text" else ""
+    ckpt = checkpoint_dir(req.model) if protocol == "text" else None
+    model = str(ckpt.resolve()) if ckpt else req.model
+    digest = model_digest(ckpt) if ckpt else ""
     settings = {**PROTOCOL_DEFAULTS[protocol],
                 **{k: v for k, v in req.settings.items() if v is not None}}
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
@@ -65,17 +91,40 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
                           **settings)
 
 
-def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task]):
-    """(executor, close) for the request's protocol."""
+def open_endpoint(req: EvalRequest, c: EvalConditions) -> ChatClient | None:
+    """A client for the endpoint, checked before the job directory exists (None: no endpoint).
+    For the text protocol it also checks that the endpoint serves the model id to be asked for."""
+    if not c.base_url:
+        return None
+    key = os.environ.get(req.api_key_env) if req.api_key_env else None
+    client = ChatClient(c.base_url, c.model if c.protocol == "tools" else served_name(req, c), key,
+                        timeout_s=req.request_timeout_s, max_connections=max(8, req.jobs * 2))
+    try:
+        client.check_reachable()
+        if c.protocol == "text":
+            client.check_serves()
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def served_name(req: EvalRequest, c: EvalConditions) -> str:
+    return req.served_model or Path(c.model).name  # `posttrain serve` reports the dir's name
+
+
+def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None):
+    """(executor, close) for the request's protocol, local or over the endpoint `client` reaches."""
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
 
-        return load_text_executor(c, req.jobs, req.backend), (lambda: None)
-    key = os.environ.get(req.api_key_env) if req.api_key_env else None
-    client = ChatClient(c.base_url, c.model, key, timeout_s=req.request_timeout_s,
-                        max_connections=max(8, req.jobs * 2))
+        close = client.close if client else (lambda: None)
+        try:
+            return load_text_executor(c, req.jobs, req.backend, client), close
+        except BaseException:
+            close()
+            raise
     try:
-        client.check_reachable()
         sandboxes = TaskSandboxes(tasks, req.backend, warm=req.jobs)
     except BaseException:
         client.close()
@@ -94,12 +143,18 @@ def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None
     tasks = read_tasks(req.tasks_dir)
     c = build_conditions(req, tasks)
     prices = load_prices(req.prices)
-    job = JobDir(Path(req.jobs_dir) / (req.job or default_job_name(c))).open(c)
+    client = open_endpoint(req, c)  # an unreachable endpoint fails before the job dir exists
+    try:
+        job = JobDir(Path(req.jobs_dir) / (req.job or default_job_name(c))).open(c)
+    except BaseException:
+        if client:
+            client.close()
+        raise
     try:
         already = len(job.done())
         if on_start:
             on_start(job.path, len(tasks) * c.k, already)
-        executor, close = make_executor(req, c, tasks)
+        executor, close = make_executor(req, c, tasks, client)
         try:
             summary = run_job(job, tasks, c, executor, prices, req.jobs, on_trial)
         finally:

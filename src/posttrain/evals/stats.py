@@ -173,6 +173,7 @@ class PairedDiff:
     n_tasks: int
     only_a: int = 0  # tasks one job ran and the other did not (left out)
     only_b: int = 0
+    method: str = "t"  # "t", or "zero-spread bound" when every task moved by the same amount
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -182,7 +183,8 @@ def paired_compare(a: Scores, b: Scores, confidence: float = 0.95) -> PairedDiff
     """Compare two jobs on their common tasks (Miller 2024 sec. 4: paired differences).
 
     d_t = mean_a(t) - mean_b(t); SE = sd(d) / sqrt(T); CI and two-sided p-value from
-    Student's t with T-1 degrees of freedom.
+    Student's t with T-1 degrees of freedom. Without spread (SE = 0) the CI is
+    zero_spread_interval's and the p-value a sign test's.
     """
     a, b = _nonempty(a), _nonempty(b)
     common = sorted(set(a) & set(b))
@@ -194,15 +196,30 @@ def paired_compare(a: Scores, b: Scores, confidence: float = 0.95) -> PairedDiff
     n = len(d)
     dbar = sum(d) / n
     se = _sd(d) / math.sqrt(n) if n > 1 else 0.0
-    if se > 0:
+    if se > 1e-12:  # not float noise around equal differences
         q = t_ppf(0.5 + confidence / 2, n - 1)
         lo, hi = dbar - q * se, dbar + q * se
         p = 2 * (1 - t_cdf(abs(dbar) / se, n - 1))
-    else:  # every task moved by exactly dbar (or only one task): no spread to test against
-        lo = hi = dbar
-        p = 1.0 if dbar == 0 else 0.0
+        method = "t"
+    else:  # every task moved by exactly dbar (or only one task): a t-interval would be a point
+        lo, hi = zero_spread_interval(dbar, n, confidence)
+        p = 1.0 if dbar == 0 else min(1.0, 2 * 0.5**n)  # sign test: all n tasks one way
+        method = "zero-spread bound"
     return PairedDiff(sum(ma) / n, sum(mb) / n, dbar, lo, hi, se, _pearson(ma, mb), p, n,
-                      len(set(a) - set(b)), len(set(b) - set(a)))
+                      len(set(a) - set(b)), len(set(b) - set(a)), method)
+
+
+def zero_spread_interval(c: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """An interval for the mean difference when all n per-task differences equal c.
+
+    No spread is seen, but unseen tasks may still differ. With 0 of n tasks off c, the
+    exact (Clopper-Pearson) one-sided bound on the share of tasks that are off c is
+    u = 1 - ((1 - confidence) / 2)^(1/n). Scores lie in [0, 1], so a task's difference lies
+    in [-1, 1] and can sit at most 1 + c below c or 1 - c above it. Hence
+    [c - u(1 + c), c + u(1 - c)]: never a point (n = 30 gives u = 0.116; n = 72, u = 0.05).
+    """
+    u = 1 - ((1 - confidence) / 2) ** (1 / n)
+    return c - u * (1 + c), c + u * (1 - c)
 
 
 def tasks_needed(delta: float, sd_diff: float, alpha: float = 0.05, power: float = 0.8) -> int:

@@ -69,7 +69,7 @@ def print_summary(console: Console, s: dict, job: Path) -> None:
         console.print(domain_table(s["per_domain"]))
 
 
-def print_comparison(console: Console, d: PairedDiff, a: str, b: str) -> None:
+def print_comparison(console: Console, d: PairedDiff, a: str, b: str, result: dict) -> None:
     t = Table(title=f"A = {a}   B = {b}  (paired by task)")
     for col in ("n tasks", "mean A", "mean B", "A - B", "95% CI", "p", "corr"):
         t.add_column(col)
@@ -79,6 +79,14 @@ def print_comparison(console: Console, d: PairedDiff, a: str, b: str) -> None:
     verdict = ("the difference is significant at 5%" if d.p_value < 0.05
                else "the difference is not significant at 5% (CI includes 0)")
     console.print(f"{verdict}; tasks only in A: {d.only_a}, only in B: {d.only_b}")
+    if d.method != "t":
+        console.print(f"no spread: every task moved by {_fmt(d.diff)}; the CI is the exact zero-spread bound")
+    mdd = result["min_detectable_difference_80pct_power"]
+    console.print("smallest difference these tasks detect (80% power, 5%): "
+                  + (_fmt(mdd) if mdd is not None else "- (the differences have no spread)"))
+    differing = result["conditions_differing"]
+    console.print("conditions that differ besides the model: " + ("; ".join(differing) if differing else "none"),
+                  markup=False)
 
 
 def domain_table(per_domain: dict) -> Table:

@@ -1,4 +1,5 @@
-"""Local checkpoints: the embedded engine and the agent's text protocol, in lockstep batches.
+"""The agent's text protocol, in lockstep batches: a local checkpoint on the embedded engine, or
+an endpoint's /v1/completions (token ids in and out) with the checkpoint's tokenizer.
 
 Batches of up to --jobs trials run through posttrain.agent.loop.run_episodes (one batched
 generate per turn over every live episode, so the engine is shared); each finished
@@ -86,15 +87,33 @@ class TextExecutor:
                 yield episode_output(ep, c, self.framer, wall, started)
 
 
-def load_text_executor(c: EvalConditions, n_jobs: int, backend: str) -> TextExecutor:
-    """Load the checkpoint directory named by c.model into an embedded engine."""
+def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None) -> TextExecutor:
+    """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
+    ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
+    out, so the model sees exactly the tokens it sampled, as in `rl`)."""
     from posttrain.agent.framing import framer_for
-    from posttrain.engine.paged.local import LocalEngine
-    from posttrain.models.tiny import load_policy
 
-    model, tokenizer = load_policy(c.model)
-    max_ctx = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    if client is None:
+        from posttrain.engine.paged.local import LocalEngine
+        from posttrain.models.tiny import load_policy
+
+        model, tokenizer = load_policy(c.model)
+        engine, config = LocalEngine(model, tokenizer), model.config
+    else:
+        engine, tokenizer, config = _endpoint_engine(c.model, client)
+    max_ctx = int(getattr(config, "max_position_embeddings", 2048) or 2048)
     cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
                       observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
                       max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
-    return TextExecutor(LocalEngine(model, tokenizer), framer_for(tokenizer), c, cfg, n_jobs)
+    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs)
+
+
+def _endpoint_engine(checkpoint: str, client):
+    from transformers import AutoConfig, AutoTokenizer
+
+    from posttrain.engine.clients.openai import RemoteEngine
+
+    root = client.base_url.rstrip("/")
+    root = root[: -len("/v1")] if root.endswith("/v1") else root  # RemoteEngine adds /v1 itself
+    engine = RemoteEngine(root, client.model, client.api_key, timeout=client.timeout_s)
+    return engine, AutoTokenizer.from_pretrained(checkpoint), AutoConfig.from_pretrained(checkpoint)

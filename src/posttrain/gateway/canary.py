@@ -3,9 +3,15 @@ is no worse than the baseline by more than a stated margin, and, when it claims 
 (speculative decoding), only if its greedy outputs equal the baseline's on a probe set.
 
 Non-inferiority: with d_t = mean_candidate(t) - mean_baseline(t) over the tasks both ran, the
-candidate passes when the lower end of the 95% paired-t interval of mean(d) is above -margin
+candidate passes when the lower end of the 95% paired interval of mean(d) is above -margin
 (a one-sided test at 2.5%). A wide interval (few tasks) therefore rolls back: "not shown
 non-inferior" is not "shown worse", and the decision says which it was.
+
+Insufficient evidence never promotes: fewer shared tasks than `min_tasks`, or differences with
+no spread. Without spread (every task moved by the same amount) a t-interval is a point; the
+interval is then the exact zero-spread bound (stats.zero_spread_interval), which needs about 72
+tasks before its lower end clears -0.05. The two jobs must have run under the same conditions
+(everything their config.json records but the model and endpoint), or the gate refuses.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ import httpx
 from posttrain.evals import stats
 
 Scores = dict[str, list[float]]
+MIN_TASKS = 20
+# What may differ between a candidate's job and the baseline's: which model answered.
+MAY_DIFFER = ("model", "base_url", "model_digest")
 
 
 @dataclass
@@ -38,28 +47,53 @@ class CanaryDecision:
     probes_total: int | None
     decision: str  # promote | rollback
     reason: str
+    min_tasks: int = MIN_TASKS
+    interval: str = "t"  # "t" | "zero-spread bound" (stats.paired_compare)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def decide(candidate: str, baseline: str, cand_scores: Scores, base_scores: Scores, margin: float,
-           lossless: bool = False, probes: tuple[int, int] | None = None) -> CanaryDecision:
+           lossless: bool = False, probes: tuple[int, int] | None = None,
+           min_tasks: int = MIN_TASKS) -> CanaryDecision:
     d = stats.paired_compare(cand_scores, base_scores)
     if lossless and probes is None:
         raise ValueError(f"`{candidate}` is marked lossless: its greedy probe results are needed")
+    decision, reason = "rollback", _verdict(d, margin, min_tasks)
     if lossless and probes[0] != probes[1]:
-        decision, reason = "rollback", f"lossless variant, but greedy outputs differ on {probes[1] - probes[0]} of {probes[1]} probes"
-    elif d.ci_low > -margin:
-        decision, reason = "promote", f"non-inferior: 95% CI of the difference [{d.ci_low:+.4f}, {d.ci_high:+.4f}] lies above -{margin}"
-    elif d.ci_high < -margin:
-        decision, reason = "rollback", f"inferior: the whole 95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}] lies below -{margin}"
-    else:
-        decision, reason = "rollback", (f"not shown non-inferior: the 95% CI [{d.ci_low:+.4f}, {d.ci_high:+.4f}] reaches "
-                                        f"below -{margin} ({d.n_tasks} tasks; more tasks narrow it)")
+        reason = f"lossless variant, but greedy outputs differ on {probes[1] - probes[0]} of {probes[1]} probes"
+    elif reason.startswith("non-inferior"):
+        decision = "promote"
     return CanaryDecision(candidate, baseline, margin, d.n_tasks, d.mean_a, d.mean_b, d.diff, d.ci_low, d.ci_high,
                           d.p_value, lossless, probes[0] if probes else None, probes[1] if probes else None,
-                          decision, reason)
+                          decision, reason, min_tasks, d.method)
+
+
+def _verdict(d: stats.PairedDiff, margin: float, min_tasks: int) -> str:
+    ci = f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
+    if d.n_tasks < min_tasks:
+        return (f"insufficient evidence: {d.n_tasks} shared tasks, fewer than min_tasks = {min_tasks}"
+                f" (95% CI {ci})")
+    spread = "" if d.method == "t" else (f" (no spread: every task moved by {d.diff:+.4f}, so the CI is the"
+                                         " exact zero-spread bound)")
+    if d.ci_low > -margin:
+        return f"non-inferior: 95% CI of the difference {ci} lies above -{margin}{spread}"
+    if d.ci_high < -margin:
+        return f"inferior: the whole 95% CI {ci} lies below -{margin}{spread}"
+    if d.method != "t":
+        return (f"insufficient evidence: 95% CI {ci} reaches below -{margin}{spread};"
+                f" {d.n_tasks} tasks, more tasks narrow it")
+    return f"not shown non-inferior: the 95% CI {ci} reaches below -{margin} ({d.n_tasks} tasks; more tasks narrow it)"
+
+
+def differing_conditions(candidate_job: str | Path, baseline_job: str | Path) -> list[str]:
+    """The recorded conditions (k, temperature, turn limit, ...) that differ between two jobs."""
+    from posttrain.evals.conditions import diff_conditions
+    from posttrain.evals.jobdir import open_existing
+
+    a, b = open_existing(candidate_job).conditions(), open_existing(baseline_job).conditions()
+    return [x for x in diff_conditions(a, b) if x.split(":")[0] not in MAY_DIFFER]
 
 
 def job_scores(job: str | Path) -> Scores:

@@ -50,6 +50,7 @@ class Canary(StrictModel):
     baseline: str
     share: float = Field(0.1, ge=0, le=1)
     margin: float = Field(0.05, gt=0, le=1)  # non-inferiority margin on mean reward
+    min_tasks: int = Field(20, ge=1)          # fewer shared tasks: insufficient evidence, never promote
 
 
 class Otel(StrictModel):
