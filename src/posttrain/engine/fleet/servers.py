@@ -50,7 +50,7 @@ class ServerSpec:
     log_path: Path
     port: int = 0                          # 0: pick a free one
     dtype: str = "float32"
-    max_model_len: int = 2048
+    max_model_len: int | None = 2048       # None: the model's own context (vLLM's default)
     cores: str | None = None               # VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-1"
     kv_cache_gib: int = 1                  # VLLM_CPU_KVCACHE_SPACE
     extra_args: list[str] = field(default_factory=list)
@@ -62,9 +62,11 @@ class ServerSpec:
         return [self.python, "-m", "vllm.entrypoints.openai.api_server", *self.server_args(port)]
 
     def server_args(self, port: int) -> list[str]:
-        """vLLM's arguments: what this spec sets beyond `--model`; each is a non-default flag."""
+        """vLLM's arguments after the module name; each one sets something off vLLM's default."""
         args = ["--model", self.model_dir, "--served-model-name", "policy", "--host", "127.0.0.1",
-                "--port", str(port), "--dtype", self.dtype, "--max-model-len", str(self.max_model_len)]
+                "--port", str(port), "--dtype", self.dtype]
+        if self.max_model_len is not None:
+            args += ["--max-model-len", str(self.max_model_len)]
         if self.for_training:
             args += TRAINING_FLAGS
         if self.enforce_eager:
