@@ -1,6 +1,7 @@
 """The vLLM server command line `posttrain rl` builds from its config: `--enforce-eager` is a
 default the config can turn off, and the bench's plain server leaves out the trainer's flags."""
 
+import sys
 from pathlib import Path
 
 from posttrain.engine.fleet.servers import TRAINING_FLAGS, ServerSpec
@@ -33,7 +34,21 @@ def test_a_plain_server_has_no_training_flags_or_dev_routes(tmp_path):
     spec = ServerSpec(python="python", model_dir="m", log_path=tmp_path / "log", enforce_eager=False,
                       for_training=False)
     args = spec.server_args(9000)
-    assert not set(TRAINING_FLAGS) & set(args) and "--enforce-eager" not in args
+    assert not {f for f in TRAINING_FLAGS if f.startswith("--")} & set(args) and "--enforce-eager" not in args
     assert "VLLM_SERVER_DEV_MODE" not in spec.environment(tmp_path)
     assert ServerSpec(python="python", model_dir="m", log_path=tmp_path / "log").env_overrides()[
         "VLLM_SERVER_DEV_MODE"] == "1"
+
+
+def test_the_engine_bench_runs_vllm_compiled_and_eager_and_records_their_flags(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+    from parts.engine_vllm import peer_flags
+
+    flags = peer_flags("python", tmp_path / "smollm2", ["float32"])
+    compiled, eager = flags["vllm_cpu_compiled"], flags["vllm_cpu_eager"]
+    assert "--enforce-eager" not in compiled["args"] and eager["args"][-1] == "--enforce-eager"
+    for row in (compiled, eager):
+        assert not {f for f in TRAINING_FLAGS if f.startswith("--")} & set(row["args"])
+        assert "--max-model-len" not in row["args"]
+        assert row["env"] == {"VLLM_CPU_KVCACHE_SPACE": "1"} and "MODEL" in row["args"]
+    assert "--threads" in flags["posttrain_serve"]["args"]
