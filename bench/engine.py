@@ -211,8 +211,8 @@ def main() -> None:
            "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
     auto = choose_dtype("auto")
     res["engine_dtype_auto"], res["engine_dtype_auto_reason"] = auto.name, auto.reason
-    res["peer_flags"] = {"hf_generate": hf_flags(models[real][0], hf_generate_args(0), "float32") | {
-        "note": "max/min_new_tokens per row; bf16 rows cast the model (each row's hf_generate_flags)"}}
+    res["peer_flags"] = {"hf_generate": hf_flags(models[real][0], hf_generate_args("NEW_TOKENS"), "float32") | {
+        "note": "NEW_TOKENS: each row's workload; bf16 rows cast the model (each row's hf_generate_flags)"}}
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
     dtypes = args.dtypes.split(",")

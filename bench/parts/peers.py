@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 
-def hf_generate_args(new_tokens: int) -> dict:
+def hf_generate_args(new_tokens: int | str) -> dict:
     """HF generate's keyword arguments: sampling at T=1 over the whole vocabulary, exactly
     new_tokens each (HF's own defaults for everything else: dynamic cache, no compile)."""
     return dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
