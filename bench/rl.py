@@ -105,6 +105,15 @@ def async_vs_sync(size: dict, out: Path) -> dict:
             "settings": {**size, "verifier_sleep_s": [0.5, 2.0], "async": f"max_staleness 2, {size['workers']} workers"}}
 
 
+def trl_flags(size: dict, lr: float) -> dict:
+    """Every GRPOConfig field the run sets (all else TRL's default; no vLLM): the JSON's peer_flags."""
+    g, b = size["group"], size["trl_groups"]
+    return dict(per_device_train_batch_size=b * g, num_generations=g, max_completion_length=size["trl_tokens"],
+                learning_rate=lr, max_steps=size["trl_steps"], use_cpu=True, report_to="none", logging_steps=1,
+                beta=0.0, temperature=1.0, loss_type="grpo", save_strategy="no", seed=0, optim="adamw_torch",
+                lr_scheduler_type="constant", max_grad_norm=1.0, weight_decay=0.0, adam_beta2=0.99)
+
+
 def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float,
             held_out) -> tuple[dict, object]:
     """(TRL GRPOTrainer's rate and rewards, its final model)."""
@@ -118,12 +127,8 @@ def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float,
         return [similarity_reward(c, Prompt("", "", t)) for c, t in zip(completions, target)]
 
     g, b = size["group"], size["trl_groups"]
-    args = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=b * g, num_generations=g,
-                      max_completion_length=size["trl_tokens"], learning_rate=lr, max_steps=size["trl_steps"],
-                      use_cpu=True, report_to="none", logging_steps=1, beta=0.0, temperature=1.0,
-                      loss_type="grpo", save_strategy="no", seed=0, optim="adamw_torch",
-                      lr_scheduler_type="constant", max_grad_norm=1.0, weight_decay=0.0,
-                      adam_beta2=0.99)
+    flags = trl_flags(size, lr)
+    args = GRPOConfig(output_dir=str(out / "trl"), **flags)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=data,
                           processing_class=tok)
     t0 = time.perf_counter()
@@ -195,6 +200,7 @@ def vs_trl(size: dict, out: Path) -> dict:
             "ratio_sync": round(ours_sync["trajectories_per_s"] / trl_best, 2),
             "ours_async_traj_per_s": _median_rate(ours), "trl_traj_per_s": trl_best,
             "held_out_ours_minus_trl": paired,
+            "peer_flags": {"trl_grpo_config": trl_flags(size, lr), "torch_threads": [1, 2]},
             "ours_async": ours, "ours_sync": ours_sync, "trl_1_thread": trl[1], "trl_2_threads": trl[2],
             "settings": {"group": size["group"], "groups_per_step": size["trl_groups"],
                          "max_tokens": size["trl_tokens"], "steps": size["trl_steps"], "lr": lr,

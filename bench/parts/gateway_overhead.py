@@ -42,14 +42,20 @@ def chat(content: str) -> dict:
     return {"model": "standard", "messages": [{"role": "user", "content": content}], "max_tokens": 8}
 
 
-def litellm(port: int, backend_port: int, tmp: Path, cpus: set[int] | None) -> Proc:
-    exe = subprocess.run(["bash", str(HERE / "litellm_setup.sh")], capture_output=True, text=True, check=True)
+def litellm_flags(port: int | str, backend_port: int | str) -> dict:
+    """LiteLLM proxy's flags, environment and config beyond its defaults (the JSON's peer_flags)."""
     yaml = (f"model_list:\n  - model_name: standard\n    litellm_params:\n      model: openai/standard\n"
             f"      api_base: http://127.0.0.1:{backend_port}/v1\n      api_key: none\n")
-    (tmp / "litellm.yaml").write_text(yaml)
-    args = [str(Path.cwd() / exe.stdout.strip().splitlines()[-1]), "--config", str(tmp / "litellm.yaml"),
-            "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"]
-    return Proc(args, f"http://127.0.0.1:{port}/health/liveliness", env={"LITELLM_LOG": "ERROR"},
+    return {"args": ["--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+            "env": {"LITELLM_LOG": "ERROR"}, "config": yaml}
+
+
+def litellm(port: int, backend_port: int, tmp: Path, cpus: set[int] | None) -> Proc:
+    exe = subprocess.run(["bash", str(HERE / "litellm_setup.sh")], capture_output=True, text=True, check=True)
+    flags = litellm_flags(port, backend_port)
+    (tmp / "litellm.yaml").write_text(flags["config"])
+    args = [str(Path.cwd() / exe.stdout.strip().splitlines()[-1]), "--config", str(tmp / "litellm.yaml"), *flags["args"]]
+    return Proc(args, f"http://127.0.0.1:{port}/health/liveliness", env=flags["env"],
                 ready_timeout_s=180, cpus=cpus)
 
 
@@ -143,4 +149,6 @@ def bench_overhead(quick: bool, with_litellm: bool = True) -> dict:
                              "rounds": rounds, "requests_per_round": n, "backend_delay_ms": {c: 1000 * c / RATE for c in LOADS},
                              "proxy_cpus": sorted(proxy_cpus or []), "client_and_backend_cpus": sorted(client_cpus or []),
                              "gateway": "one key, audit log and metrics on", "litellm": "no master key, no DB"}
+    if with_litellm:
+        out["peer_flags"] = {"litellm": litellm_flags("PORT", "BACKEND_PORT") | {"version": "litellm[proxy]==1.80.0"}}
     return out

@@ -36,11 +36,12 @@ def check_tokenizer(engine: VLLMEngine, tokenizer) -> None:
                 f"ids would not match: {text!r} is {theirs[:12]} there and {ours[:12]} here")
 
 
-def _specs(ec: EnginesConfig, model_dir: Path, run_dir: Path) -> list[ServerSpec]:
+def server_specs(ec: EnginesConfig, model_dir: Path, run_dir: Path) -> list[ServerSpec]:
     return [ServerSpec(python=ec.python, model_dir=str(model_dir), dtype=ec.dtype,
                        log_path=run_dir / "engines" / f"replica-{i}.log", max_model_len=ec.max_model_len,
                        cores=ec.cores[i] if ec.cores else None, kv_cache_gib=ec.kv_cache_gib,
-                       extra_args=list(ec.extra_args)) for i in range(ec.replicas)]
+                       extra_args=list(ec.extra_args), enforce_eager=ec.enforce_eager)
+            for i in range(ec.replicas)]
 
 
 def _start_servers(ec: EnginesConfig, model, tok, run_dir: Path, stack) -> list[EngineServer]:
@@ -48,7 +49,7 @@ def _start_servers(ec: EnginesConfig, model, tok, run_dir: Path, stack) -> list[
         raise PosttrainError(f"engines.python {ec.python} does not exist; build it with scripts/vllm_env.sh")
     model_dir = save_policy(model, tok, run_dir / "engines" / "policy")
     pythonpath = worker_pythonpath(run_dir)
-    servers = [EngineServer(spec, pythonpath) for spec in _specs(ec, model_dir, run_dir)]
+    servers = [EngineServer(spec, pythonpath) for spec in server_specs(ec, model_dir, run_dir)]
     for s in servers:
         stack.callback(s.stop)
         s.launch()

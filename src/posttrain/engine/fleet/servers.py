@@ -35,6 +35,12 @@ def worker_pythonpath(run_dir: Path) -> Path:
     return root
 
 
+# What the trainer needs of a vLLM server: logprobs after temperature (what it trains on), a fixed
+# seed, and the worker extension that loads new weights. VLLM_SERVER_DEV_MODE goes with them.
+TRAINING_FLAGS = ["--logprobs-mode", "processed_logprobs", "--seed", "0",
+                  "--worker-extension-cls", "posttrain.engine.fleet.vllm_worker.WeightSyncExtension"]
+
+
 @dataclass
 class ServerSpec:
     """How to start one vLLM replica. `python` is the interpreter of vLLM's own environment."""
@@ -44,27 +50,42 @@ class ServerSpec:
     log_path: Path
     port: int = 0                          # 0: pick a free one
     dtype: str = "float32"
-    max_model_len: int = 2048
+    max_model_len: int | None = 2048       # None: the model's own context (vLLM's default)
     cores: str | None = None               # VLLM_CPU_OMP_THREADS_BIND, e.g. "0" or "0-1"
     kv_cache_gib: int = 1                  # VLLM_CPU_KVCACHE_SPACE
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    enforce_eager: bool = True             # --enforce-eager: no torch.compile, a start minutes sooner
+    for_training: bool = True              # the flags a trainer needs (TRAINING_FLAGS, dev routes)
 
     def command(self, port: int) -> list[str]:
-        return [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model_dir,
-                "--served-model-name", "policy", "--host", "127.0.0.1", "--port", str(port),
-                "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
-                "--logprobs-mode", "processed_logprobs", "--enforce-eager", "--seed", "0",
-                "--worker-extension-cls", "posttrain.engine.fleet.vllm_worker.WeightSyncExtension",
-                *self.extra_args]
+        return [self.python, "-m", "vllm.entrypoints.openai.api_server", *self.server_args(port)]
 
-    def environment(self, pythonpath: Path) -> dict[str, str]:
-        env = dict(os.environ) | {"PYTHONPATH": str(pythonpath), "VLLM_SERVER_DEV_MODE": "1",
-                                  "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib)}
-        env.pop("VIRTUAL_ENV", None)
+    def server_args(self, port: int) -> list[str]:
+        """vLLM's arguments after the module name; each one sets something off vLLM's default."""
+        args = ["--model", self.model_dir, "--served-model-name", "policy", "--host", "127.0.0.1",
+                "--port", str(port), "--dtype", self.dtype]
+        if self.max_model_len is not None:
+            args += ["--max-model-len", str(self.max_model_len)]
+        if self.for_training:
+            args += TRAINING_FLAGS
+        if self.enforce_eager:
+            args.append("--enforce-eager")
+        return args + list(self.extra_args)
+
+    def env_overrides(self) -> dict[str, str]:
+        """The vLLM environment variables this spec sets (beside PYTHONPATH)."""
+        env = {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib)}
+        if self.for_training:
+            env["VLLM_SERVER_DEV_MODE"] = "1"
         if self.cores is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.cores
         return env | self.env
+
+    def environment(self, pythonpath: Path) -> dict[str, str]:
+        env = dict(os.environ) | {"PYTHONPATH": str(pythonpath)}
+        env.pop("VIRTUAL_ENV", None)
+        return env | self.env_overrides()
 
 
 class EngineServer:
