@@ -185,6 +185,9 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
                                   f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=2))
+    if report["replayed"] == report["errors"]:
+        first = f": {report['first_error']}" if report.get("first_error") else ""
+        raise PosttrainError(f"nothing could be replayed ({report['errors']} of {report['replayed']} calls failed{first})")
 
 
 def register(app: typer.Typer) -> None:
