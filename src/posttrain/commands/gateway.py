@@ -180,14 +180,14 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
         raise PosttrainError(f"no such audit log: {log}")
     key = os.environ.get(api_key_env) if api_key_env else None
     report = run_replay(log, gateway_url, against, limit, key).summary()
-    Console(soft_wrap=True).print(f"replayed {report['replayed']} calls against {against}: {report['flips']} flips of "
-                                  f"{report['comparable']} repeatable, {report['errors']} errors, latency delta p50 "
-                                  f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=2))
     if report["replayed"] == report["errors"]:
         first = f": {report['first_error']}" if report.get("first_error") else ""
         raise PosttrainError(f"nothing could be replayed ({report['errors']} of {report['replayed']} calls failed{first})")
+    Console(soft_wrap=True).print(f"replayed {report['replayed']} calls against {against}: {report['flips']} flips of "
+                                  f"{report['comparable']} repeatable, {report['errors']} errors, latency delta p50 "
+                                  f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
 
 
 def register(app: typer.Typer) -> None:
