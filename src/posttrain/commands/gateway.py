@@ -36,8 +36,25 @@ def _config(path: str):
         return load_config(path)
     except FileNotFoundError as e:
         raise PosttrainError(f"no such config: {path}") from e
-    except (ValidationError, ValueError) as e:
+    except ValidationError as e:
+        lines = [f"  {'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg'].removeprefix('Value error, ')}"
+                 for err in e.errors()]
+        raise PosttrainError("\n".join([f"bad gateway config {path}:", *lines])) from e
+    except ValueError as e:
         raise PosttrainError(f"bad gateway config {path}: {' '.join(str(e).split())}") from e
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    from posttrain.errors import PosttrainError
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise PosttrainError(f"cannot listen on {host}:{port}: {e.strerror} (is another gateway running? "
+                                 f"pick another with --port)") from e
 
 
 @gateway_app.command("serve")
@@ -56,6 +73,7 @@ def serve(config: str = typer.Argument(..., help="Gateway config (TOML)."),
         cfg.check_exposure()
     except ValueError as e:
         raise PosttrainError(str(e)) from e
+    _check_port_free(cfg.host, cfg.port)
     Console().print(f"gateway for {', '.join(cfg.variants)} on http://{cfg.host}:{cfg.port}/v1, audit {cfg.audit_db}")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
                 loop=_fastest("uvloop", "auto"), http=_fastest("httptools", "auto"), access_log=False,
