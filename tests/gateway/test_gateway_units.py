@@ -154,3 +154,12 @@ def test_audit_chain_verifies_and_detects_edits_and_deletions(tmp_path):
     log.append(kind="call", status=200)
     log.close()
     assert verify(str(db)).ok and verify(str(db)).rows == 100
+
+
+def test_a_second_writer_on_one_audit_log_is_refused(tmp_path):
+    from posttrain.gateway.audit import AuditLocked
+    first = AuditLog(str(tmp_path / "a.sqlite"))
+    with pytest.raises(AuditLocked, match="in use by another gateway"):
+        AuditLog(str(tmp_path / "a.sqlite"))
+    first.close()
+    AuditLog(str(tmp_path / "a.sqlite")).close()  # free again once the first has closed

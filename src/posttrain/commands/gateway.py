@@ -74,6 +74,11 @@ def serve(config: str = typer.Argument(..., help="Gateway config (TOML)."),
     except ValueError as e:
         raise PosttrainError(str(e)) from e
     _check_port_free(cfg.host, cfg.port)
+    from posttrain.gateway.audit import AuditLocked, lock
+    try:
+        lock(str(cfg.audit_db)).close()
+    except AuditLocked as e:
+        raise PosttrainError(str(e)) from e
     Console().print(f"gateway for {', '.join(cfg.variants)} on http://{cfg.host}:{cfg.port}/v1, audit {cfg.audit_db}")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
                 loop=_fastest("uvloop", "auto"), http=_fastest("httptools", "auto"), access_log=False,
