@@ -18,7 +18,7 @@ def error_type(status: int) -> str:
 
 def error_body(status: int, message: str, code: str | int | None = None, param: str | None = None) -> bytes:
     return json.dumps({"error": {"message": message, "type": error_type(status), "param": param,
-                                 "code": code}}).encode()
+                                 "code": None if code is None else str(code)}}).encode()
 
 
 def error_response(status: int, message: str, code: str | int | None = None, param: str | None = None,

@@ -50,6 +50,7 @@ def assert_openai_error(r, status, code=None):
     assert r.status_code == status, r.text
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"} and "Traceback" not in r.text
+    assert err["code"] is None or isinstance(err["code"], str)
     if code:
         assert err["code"] == code
     if status == 401:                       # as OpenAI's API types a bad or missing key

@@ -1,5 +1,7 @@
 """Replay: logged calls re-sent to a variant; flips counted on repeatable (seeded/greedy) calls."""
 
+import subprocess
+import sys
 import time
 
 import httpx
@@ -24,3 +26,8 @@ def test_replay_counts_flips_only_where_outputs_can_repeat(tmp_path):
         # the scripted backends answer with their own name, so every repeatable call flips on `other`
         other = replay(str(db), url, "other", limit=4).summary()
         assert other["flips"] == 3 and other["errors"] == 0 and len(other["flipped_ids"]) == 3
+        # nothing replayable (here: an unknown variant) is a failure naming the first error, never `+nan ms` and 0
+        cli = subprocess.run([sys.executable, "-m", "posttrain", "gateway", "replay", str(db), "--against", "nope",
+                              "--gateway-url", url], capture_output=True, text=True, timeout=120)
+        assert cli.returncode != 0 and "nothing could be replayed" in cli.stdout + cli.stderr
+        assert "nan" not in cli.stdout

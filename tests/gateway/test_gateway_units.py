@@ -45,6 +45,19 @@ def test_config_rejects_unknown_variants_and_exposure_without_keys():
     config(host="0.0.0.0", keys=[record.model_dump()]).check_exposure()
 
 
+def test_config_refuses_a_backend_without_a_scheme():
+    with pytest.raises(ValueError, match="needs a scheme: write http://127.0.0.1:8000/v1"):
+        GatewayConfig.model_validate({"variants": {"a": {"backends": ["127.0.0.1:8000/v1"]}}})
+
+
+def test_error_code_is_a_string_or_null():
+    import json
+
+    from posttrain.openai_errors import error_body
+    assert json.loads(error_body(400, "bad", code=400))["error"]["code"] == "400"
+    assert json.loads(error_body(400, "bad"))["error"]["code"] is None
+
+
 def test_window_reserves_then_refunds():
     w = SlidingWindow(100)
     entry = w.grant(80, now=0.0)
@@ -141,3 +154,12 @@ def test_audit_chain_verifies_and_detects_edits_and_deletions(tmp_path):
     log.append(kind="call", status=200)
     log.close()
     assert verify(str(db)).ok and verify(str(db)).rows == 100
+
+
+def test_a_second_writer_on_one_audit_log_is_refused(tmp_path):
+    from posttrain.gateway.audit import AuditLocked
+    first = AuditLog(str(tmp_path / "a.sqlite"))
+    with pytest.raises(AuditLocked, match="in use by another gateway"):
+        AuditLog(str(tmp_path / "a.sqlite"))
+    first.close()
+    AuditLog(str(tmp_path / "a.sqlite")).close()  # free again once the first has closed

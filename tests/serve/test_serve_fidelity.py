@@ -60,7 +60,16 @@ def test_unknown_model_is_404_in_openai_shape(served):
 def test_fields_that_cannot_be_honoured_are_400(served, field):
     r = _chat(served, max_tokens=2, **field)
     assert r.status_code == 400, r.text
-    assert r.json()["error"]["type"] == "invalid_request_error"
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error" and err["param"] == next(iter(field)) and err["code"] is None
+
+
+def test_malformed_json_has_no_param_and_nulls_take_defaults(served):
+    r = httpx.post(f"{served.url}/chat/completions", content=b'{"messages": [', timeout=60,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["param"] is None and r.json()["error"]["code"] is None, r.text
+    nulls = {"temperature": None, "top_p": None, "n": None, "stream": None, "logprobs": None, "seed": None}
+    assert _chat(served, max_tokens=2, **nulls).status_code == 200
 
 
 def test_echo_returns_the_prompt_with_its_logprobs(served, agent_model, tok):

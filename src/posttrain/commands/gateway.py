@@ -36,8 +36,25 @@ def _config(path: str):
         return load_config(path)
     except FileNotFoundError as e:
         raise PosttrainError(f"no such config: {path}") from e
-    except (ValidationError, ValueError) as e:
+    except ValidationError as e:
+        lines = [f"  {'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg'].removeprefix('Value error, ')}"
+                 for err in e.errors()]
+        raise PosttrainError("\n".join([f"bad gateway config {path}:", *lines])) from e
+    except ValueError as e:
         raise PosttrainError(f"bad gateway config {path}: {' '.join(str(e).split())}") from e
+
+
+def _check_port_free(host: str, port: int) -> None:
+    import socket
+
+    from posttrain.errors import PosttrainError
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise PosttrainError(f"cannot listen on {host}:{port}: {e.strerror} (is another gateway running? "
+                                 f"pick another with --port)") from e
 
 
 @gateway_app.command("serve")
@@ -55,6 +72,12 @@ def serve(config: str = typer.Argument(..., help="Gateway config (TOML)."),
     try:
         cfg.check_exposure()
     except ValueError as e:
+        raise PosttrainError(str(e)) from e
+    _check_port_free(cfg.host, cfg.port)
+    from posttrain.gateway.audit import AuditLocked, lock
+    try:
+        lock(str(cfg.audit_db)).close()
+    except AuditLocked as e:
         raise PosttrainError(str(e)) from e
     Console().print(f"gateway for {', '.join(cfg.variants)} on http://{cfg.host}:{cfg.port}/v1, audit {cfg.audit_db}")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="warning",
@@ -184,11 +207,14 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
         raise PosttrainError(f"no such audit log: {log}")
     key = os.environ.get(api_key_env) if api_key_env else None
     report = run_replay(log, gateway_url, against, limit, key).summary()
+    if json_out:
+        Path(json_out).write_text(json.dumps(report, indent=2))
+    if report["replayed"] == report["errors"]:
+        first = f": {report['first_error']}" if report.get("first_error") else ""
+        raise PosttrainError(f"nothing could be replayed ({report['errors']} of {report['replayed']} calls failed{first})")
     Console(soft_wrap=True).print(f"replayed {report['replayed']} calls against {against}: {report['flips']} flips of "
                                   f"{report['comparable']} repeatable, {report['errors']} errors, latency delta p50 "
                                   f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
-    if json_out:
-        Path(json_out).write_text(json.dumps(report, indent=2))
 
 
 def register(app: typer.Typer) -> None:

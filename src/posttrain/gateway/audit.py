@@ -4,11 +4,13 @@ row_hash = sha256(prev_hash || canonical JSON of the row's fields). `append` onl
 on a deque; a background thread wakes every 20 ms and writes what has gathered in one
 transaction, so the request path never waits on the disk nor wakes a thread per call (a
 queue.put per request cost ~0.3 ms of GIL hand-offs at 300 req/s). `close()` drains it, so a
-clean shutdown loses nothing. One gateway process writes a log.
+clean shutdown loses nothing. One gateway process writes a log: it holds an flock on LOG.lock,
+and a second gateway on the same log is refused (two writers would fork the chain).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 from collections import deque
@@ -40,11 +42,28 @@ def connect(path: str) -> sqlite3.Connection:
     return db
 
 
+class AuditLocked(RuntimeError):
+    pass
+
+
+def lock(path: str):
+    """An exclusive flock on PATH.lock, held while the returned file stays open."""
+    f = open(f"{path}.lock", "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise AuditLocked(f"audit log {path} is in use by another gateway (two writers would break its "
+                          "hash chain): stop that one or set another audit_db") from None
+    return f
+
+
 class AuditLog:
     """`append(**fields)` from any thread; rows land in order, chained, a few ms later."""
 
     def __init__(self, path: str):
         self.path = path
+        self.lock = lock(path)
         self.db = connect(path)
         last = self.db.execute("SELECT row_hash FROM calls ORDER BY id DESC LIMIT 1").fetchone()
         self.head = last[0] if last else GENESIS
@@ -91,6 +110,7 @@ class AuditLog:
         self.stopping.set()
         self.thread.join()
         self.db.close()
+        self.lock.close()
 
 
 @dataclass

@@ -6,7 +6,7 @@ import ipaddress
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from posttrain.config_base import StrictModel
 
@@ -33,6 +33,14 @@ class Variant(StrictModel):
     fallback: list[str] = []            # variants to try when every backend of this one fails
     price: Price = Price()
     api_key_env: str | None = None      # env var holding the upstream's key, if it needs one
+
+    @field_validator("backends")
+    @classmethod
+    def _backends_have_scheme(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"backend {url!r} needs a scheme: write http://{url}")
+        return urls
 
 
 class Route(StrictModel):

@@ -28,13 +28,15 @@ class ReplayReport:
     errors: int = 0
     latency_delta_ms: list[float] = field(default_factory=list)
     flipped_ids: list[int] = field(default_factory=list)
+    first_error: str | None = None
 
     def summary(self) -> dict:
         d = np.array(self.latency_delta_ms) if self.latency_delta_ms else np.array([np.nan])
         return {"against": self.against, "replayed": self.replayed, "comparable": self.comparable,
                 "flips": self.flips, "flip_rate": self.flips / self.comparable if self.comparable else None,
                 "errors": self.errors, "latency_delta_ms_p50": float(np.percentile(d, 50)),
-                "latency_delta_ms_p90": float(np.percentile(d, 90)), "flipped_ids": self.flipped_ids[:50]}
+                "latency_delta_ms_p90": float(np.percentile(d, 90)), "flipped_ids": self.flipped_ids[:50],
+                "first_error": self.first_error}
 
 
 def logged_calls(db: str, limit: int | None) -> list[tuple]:
@@ -62,6 +64,7 @@ def replay(db: str, base_url: str, against: str, limit: int | None = None, api_k
             report.replayed += 1
             if r.status_code != 200:
                 report.errors += 1
+                report.first_error = report.first_error or f"HTTP {r.status_code} {r.text[:200]}"
                 continue
             report.latency_delta_ms.append((time.perf_counter() - t0) * 1000 - latency_ms)
             if repeatable(body) and output is not None:

@@ -26,14 +26,22 @@ class Unauthorized(Exception):
     pass
 
 
+FIELDS = set(ChatRequest.model_fields) | set(CompletionRequest.model_fields)
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
-    """One line for the first problem in a request body, and the field it concerns."""
+    """One line for the first problem in a request body, and the field it concerns (None for bad JSON)."""
     first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
-    where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or None
     msg = first["msg"].removeprefix("Value error, ")
+    if first.get("type") == "json_invalid":
+        return f"request body is not valid JSON: {msg}", None
+    where = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or None
     if first.get("type") == "extra_forbidden":
         return f"unsupported parameter: {where}", where
-    return (f"{where}: {msg}" if where else msg), where
+    if where is None:  # a rule across fields names its field first ("logit_bias is not supported")
+        word = msg.split(" ", 1)[0]
+        return msg, word if word in FIELDS else None
+    return f"{where}: {msg}", where
 
 
 def create_app(engine: PagedEngine, model_name: str, api_key: str | None = None) -> FastAPI:

@@ -45,6 +45,12 @@ class SamplingFields(StrictModel):
     frequency_penalty: float = 0.0
     logit_bias: dict[str, float] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, body):
+        """OpenAI and vLLM read `null` for an optional field as its default."""
+        return {k: v for k, v in body.items() if v is not None} if isinstance(body, dict) else body
+
     @model_validator(mode="after")
     def _refuse_unsupported(self):
         if self.presence_penalty or self.frequency_penalty:

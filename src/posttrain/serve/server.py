@@ -56,9 +56,9 @@ class Server:
         self.detoks = {skip: Detokenizer(self.tok, skip) for skip in (None, True, False)}  # by skip_special_tokens
 
     def error(self, status: int, message: str, code: str | int | None = None, param: str | None = None) -> Response:
-        """An OpenAI error body; its code is the status unless one is given."""
+        """An OpenAI error body; code is a string such as "model_not_found", or null."""
         self.metrics.count("errors")
-        return error_response(status, message, status if code is None else code, param)
+        return error_response(status, message, code, param)
 
     async def serve(self, kind: str, req: SamplingFields, prompts: list[list[int]], request):
         self.metrics.count(f"requests_{kind}")
@@ -140,7 +140,7 @@ class Server:
                 if d.error:
                     self.metrics.count("errors")
                     finished = True
-                    yield render.sse({"error": {"message": d.error, "type": "server_error", "param": None, "code": d.status}})
+                    yield render.sse({"error": {"message": d.error, "type": "server_error", "param": None, "code": None}})
                     return
                 text, calls = self._stream_text(job, streams, d)
                 choice = self.choice(job, d.index, d.token_ids, d.logprobs, d.top_logprobs, d.finish_reason, text, delta=True)
