@@ -78,7 +78,7 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
     cfg.write_text(toml_config(g, tmp_path / "audit.sqlite", {"standard": [b], "fast": [b]}, extra=extra))
     url = f"http://127.0.0.1:{g}"
     body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    with running(backend(b), gateway(cfg, g)) as procs:
+    with running(backend(b, serves=["standard", "fast"]), gateway(cfg, g)) as procs:
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic

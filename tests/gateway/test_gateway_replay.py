@@ -15,7 +15,7 @@ def test_replay_counts_flips_only_where_outputs_can_repeat(tmp_path):
     db = tmp_path / "audit.sqlite"
     (tmp_path / "g.toml").write_text(toml_config(g, db, {"standard": [b1], "other": [b2]}))
     url = f"http://127.0.0.1:{g}/v1"
-    with running(backend(b1), backend(b2), gateway(tmp_path / "g.toml", g)):
+    with running(backend(b1, serves=["standard"]), backend(b2, serves=["other"]), gateway(tmp_path / "g.toml", g)):
         for seed in (1, 2, 3):
             httpx.post(f"{url}/chat/completions", json={"model": "standard", "seed": seed, "max_tokens": 3,
                                                           "messages": [{"role": "user", "content": "hi"}]})
