@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from posttrain.gateway.config import GatewayConfig
+from posttrain.gateway.repeatability import listed_dtype
 from posttrain.gateway.upstream import Upstream, UpstreamError
 
 
@@ -25,6 +26,7 @@ class Backend:
     cooldowns: int = 0
     readmissions: int = 0
     reason: str = ""          # why it is not healthy, as its last probe found
+    dtype: str | None = None  # the compute dtype its /models reports (posttrain serve does), if any
 
     @property
     def healthy(self) -> bool:
@@ -97,9 +99,11 @@ class BackendPool:
         if r.status != 200:
             return f"GET /models answered {r.status}"
         try:
-            ids = [m["id"] for m in json.loads(r.body)["data"]]
+            listed = json.loads(r.body)
+            ids = [m["id"] for m in listed["data"]]
         except (ValueError, KeyError, TypeError):
             return ""  # a backend that does not list its models is judged by its replies
+        b.dtype = listed_dtype(listed, b.model)
         if b.model not in ids:
             return (f"backend {b.url} does not serve model {b.model!r}; it serves {ids} "
                     f"(set `model` in the variant {b.variant!r})")
