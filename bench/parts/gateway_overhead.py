@@ -94,7 +94,7 @@ def start_stack(tmp: Path, with_litellm: bool) -> tuple[list[Proc], dict]:
     bport, gport, lport = free_port(), free_port(), free_port()
     key, record = new_key("bench")
     (tmp / "gw.toml").write_text(toml_config(gport, tmp / "audit.sqlite", {"standard": [bport]}, extra=key_toml(record)))
-    b, g = backend(bport, cpus=client_cpus).start(), gateway(tmp / "gw.toml", gport, cpus=proxy_cpus).start()
+    b, g = backend(bport, serves=["standard"], cpus=client_cpus).start(), gateway(tmp / "gw.toml", gport, cpus=proxy_cpus).start()
     procs = [b, g]
     targets = {"direct": (f"http://127.0.0.1:{bport}", None, None), "gateway": (f"http://127.0.0.1:{gport}", key, g)}
     if with_litellm:

@@ -78,9 +78,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def backend(port: int, *extra: str, cpus: set[int] | None = None) -> Proc:
-    return Proc([sys.executable, str(BACKEND), "--port", str(port), "--name", f"b{port}", *extra],
+def backend(port: int, *extra: str, serves: list[str], cpus: set[int] | None = None) -> Proc:
+    """A scripted backend whose /v1/models lists `serves` (the model ids the gateway will send it)."""
+    listed = [arg for model in serves for arg in ("--serves", model)]
+    return Proc([sys.executable, str(BACKEND), "--port", str(port), "--name", f"b{port}", *listed, *extra],
                 f"http://127.0.0.1:{port}/health", cpus=cpus)
+
+
+def served_by(variants: dict[str, list[int]], port: int) -> list[str]:
+    """The model ids a gateway config from toml_config(variants) sends to the backend on `port`."""
+    return [name for name, ports in variants.items() if port in ports]
 
 
 def gateway(config_path: Path, port: int, cpus: set[int] | None = None) -> Proc:

@@ -40,8 +40,8 @@ def bench_kill(quick: bool) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="gw-kill-"))
     a, b, g = free_port(), free_port(), free_port()
     (tmp / "gw.toml").write_text(toml_config(g, tmp / "audit.sqlite", {"standard": [a, b]}, cooldown_s=1.0))
-    victim = backend(b)
-    procs = [backend(a).start(), victim.start(), gateway(tmp / "gw.toml", g).start()]
+    victim = backend(b, serves=["standard"])
+    procs = [backend(a, serves=["standard"]).start(), victim.start(), gateway(tmp / "gw.toml", g).start()]
     n = 1500 if quick else 3000
     try:
         result = tmp / "load.json"  # a file, not a pipe nobody reads while the load runs
@@ -74,7 +74,7 @@ def bench_limits(quick: bool) -> dict:
     key, record = new_key("one", tpm=limit)
     db = tmp / "audit.sqlite"
     (tmp / "gw.toml").write_text(toml_config(g, db, {"standard": [bport]}, extra=key_toml(record)))
-    procs = [backend(bport, "--tokens", "64").start()]
+    procs = [backend(bport, "--tokens", "64", serves=["standard"]).start()]
     gw = gateway(tmp / "gw.toml", g).start()
     n = 1000 if quick else 2000
     try:

@@ -1,10 +1,12 @@
 """A fast scripted OpenAI-compatible backend on loopback, for the gateway's tests and benchmark.
 
-    python bench/parts/scripted_backend.py --port 9001 [--delay-ms 20] [--tokens 8] [--fail-status 500]
+    python bench/parts/scripted_backend.py --port 9001 [--delay-ms 20] [--tokens 8] [--fail-status 500] [--serves ID ...]
 
 It answers /v1/chat/completions and /v1/completions (streamed or not) with `--tokens` tokens
 after `--delay-ms` (or `delay_ms=N` in the first message), echoing the request's model, seed and max_tokens in `usage`-bearing
-responses; /v1/models and /health answer 200. With --fail-status it answers every completion
+responses; /v1/models lists the `--serves` model ids (default: its `--name`), as a real server lists
+the model it loaded, so the gateway's model-id check runs against it, with `--dtype` as
+`posttrain serve` reports its compute dtype there; /health answers 200. With --fail-status it answers every completion
 with that status. It stands in for a model so that only the gateway's own cost is measured.
 """
 
@@ -35,7 +37,10 @@ def _delay_in(body: dict, default_s: float) -> float:
     return float(m.group(1)) / 1000 if m else default_s
 
 
-def build_app(delay_s: float, tokens: int, fail_status: int | None, name: str) -> Starlette:
+def build_app(delay_s: float, tokens: int, fail_status: int | None, name: str,
+              serves: list[str] | None = None, dtype: str | None = None) -> Starlette:
+    extra = {"posttrain": {"dtype": dtype}} if dtype else {}
+
     async def complete(request: Request):
         body = json.loads(await request.body())
         if fail_status:
@@ -64,7 +69,7 @@ def build_app(delay_s: float, tokens: int, fail_status: int | None, name: str) -
         yield "data: [DONE]\n\n"
 
     async def models(_request):
-        return JSONResponse({"object": "list", "data": [{"id": name, "object": "model"}]})
+        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", **extra} for m in serves or [name]]})
 
     async def health(_request):
         return Response("ok")
@@ -81,8 +86,10 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=8)
     p.add_argument("--fail-status", type=int, default=None)
     p.add_argument("--name", default="scripted")
+    p.add_argument("--serves", action="append", default=None, help="a model id /v1/models lists (repeatable)")
+    p.add_argument("--dtype", default=None, help="the compute dtype /v1/models reports, as posttrain serve does")
     a = p.parse_args()
-    app = build_app(a.delay_ms / 1000, a.tokens, a.fail_status, a.name)
+    app = build_app(a.delay_ms / 1000, a.tokens, a.fail_status, a.name, a.serves, a.dtype)
     uvicorn.run(app, host="127.0.0.1", port=a.port, log_level="warning", access_log=False,
                 loop="uvloop", http="httptools", backlog=4096)
 

@@ -78,7 +78,7 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
     cfg.write_text(toml_config(g, tmp_path / "audit.sqlite", {"standard": [b], "fast": [b]}, extra=extra))
     url = f"http://127.0.0.1:{g}"
     body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-    with running(backend(b), gateway(cfg, g)) as procs:
+    with running(backend(b, serves=["standard", "fast"]), gateway(cfg, g)) as procs:
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
@@ -117,14 +117,15 @@ def eval_job(path, scores: dict[str, list[float]], **conditions):
     return path
 
 
-def canary_cli(tmp_path, cand, base):
+def canary_cli(tmp_path, cand, base, port=1, lossless=False):
     import os
     import subprocess
     import sys
 
     cfg = tmp_path / "g.toml"
     extra = '[canary]\ncandidate = "fast"\nbaseline = "standard"\nshare = 0.0\nmargin = 0.05\n'
-    cfg.write_text(toml_config(free_port(), tmp_path / "audit.sqlite", {"standard": [1], "fast": [1]}, extra=extra))
+    text = toml_config(free_port(), tmp_path / "audit.sqlite", {"standard": [port], "fast": [port]}, extra=extra)
+    cfg.write_text(text.replace("[variants.fast]\n", "[variants.fast]\nlossless = true\n") if lossless else text)
     code = "from posttrain.cli import main; main()"
     return subprocess.run([sys.executable, "-c", code, "gateway", "canary", str(cfg), "--candidate-job", str(cand),
                            "--baseline-job", str(base)], capture_output=True, text=True, timeout=120,
@@ -142,3 +143,17 @@ def test_jobs_under_different_conditions_are_refused(tmp_path):
     same = eval_job(tmp_path / "fast2", scores, temperature=0.7, max_turns=20)
     r = canary_cli(tmp_path, same, base)                              # only the model differs: decided
     assert r.returncode == 0 and "promote" in r.stdout, r.stdout + r.stderr
+
+
+def test_lossless_canary_refuses_greedy_probes_on_bf16_backends(tmp_path):
+    scores = suite([0.0, 0.5, 1.0] * 30)
+    base, cand = eval_job(tmp_path / "std", scores), eval_job(tmp_path / "fast", scores)
+    b = free_port()
+    with running(backend(b, "--dtype", "bfloat16", serves=["standard", "fast"])):
+        r = canary_cli(tmp_path, cand, base, port=b, lossless=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "refusing the canary" in r.stderr and "bfloat16" in r.stderr and "--dtype float32" in r.stderr
+    assert not (tmp_path / "audit.sqlite").exists()                  # nothing decided, nothing recorded
+    with running(backend(b, "--dtype", "float32", serves=["standard", "fast"])):
+        r = canary_cli(tmp_path, cand, base, port=b, lossless=True)
+    assert r.returncode == 0 and "greedy probes identical" in r.stdout, r.stdout + r.stderr

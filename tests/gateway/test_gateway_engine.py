@@ -19,7 +19,8 @@ def test_speculative_variant_is_greedy_identical_through_the_gateway(tmp_path):
     ports = {"standard": free_port(), "fast": free_port()}
     flags = {"standard": [], "fast": ["--spec", "ngram"]}
     serves = [Proc([sys.executable, "-m", "posttrain", "serve", "--model", str(tmp_path / "m"), "--port", str(p),
-                   "--name", v, "--threads", "1", *flags[v]], f"http://127.0.0.1:{p}/health", ready_timeout_s=300)
+                   "--name", v, "--threads", "1", "--dtype", "float32", *flags[v]],  # greedy repeats in fp32
+                   f"http://127.0.0.1:{p}/health", ready_timeout_s=300)
               for v, p in ports.items()]
     g = free_port()
     (tmp_path / "g.toml").write_text(toml_config(g, tmp_path / "a.sqlite", {v: [p] for v, p in ports.items()}))

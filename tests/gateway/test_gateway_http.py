@@ -7,7 +7,7 @@ import time
 
 import httpx
 import pytest
-from gateway_servers import backend, free_port, gateway, toml_config
+from gateway_servers import backend, free_port, gateway, served_by, toml_config
 
 from posttrain.gateway.keys import key_toml, new_key
 
@@ -19,13 +19,14 @@ def stack(tmp_path_factory):
     """Backends: two for standard, one for fast, one always 500, one always 400; a keyed gateway."""
     tmp = tmp_path_factory.mktemp("gw")
     ports = {n: free_port() for n in ("s1", "s2", "fast", "e500", "e400", "gw")}
-    procs = [backend(ports["s1"]), backend(ports["s2"]), backend(ports["fast"]),
-             backend(ports["e500"], "--fail-status", "500"), backend(ports["e400"], "--fail-status", "400")]
+    variants = {"standard": [ports["s1"], ports["s2"]], "fast": [ports["fast"]],
+                "flaky": [ports["e500"], ports["fast"]], "bad": [ports["e400"]]}
+    fails = {"e500": ("--fail-status", "500"), "e400": ("--fail-status", "400")}
+    procs = [backend(ports[n], *fails.get(n, ()), serves=served_by(variants, ports[n]))
+             for n in ("s1", "s2", "fast", "e500", "e400")]
     full, full_rec = new_key("full")
     small, small_rec = new_key("small", tpm=300, variants=["standard"])
-    cfg = toml_config(ports["gw"], tmp / "audit.sqlite",
-                      {"standard": [ports["s1"], ports["s2"]], "fast": [ports["fast"]],
-                       "flaky": [ports["e500"], ports["fast"]], "bad": [ports["e400"]]},
+    cfg = toml_config(ports["gw"], tmp / "audit.sqlite", variants,
                       extra="".join(key_toml(r) for r in (full_rec, small_rec)), max_body_bytes=4096)
     cfg = cfg.replace('[variants.bad]\n', '[variants.bad]\nfallback = ["fast"]\n')
     (tmp / "gateway.toml").write_text(cfg)
@@ -172,3 +173,27 @@ def test_refuses_to_listen_exposed_without_keys(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "without API keys" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "a.sqlite").exists()
+
+
+def test_a_backend_not_serving_the_model_id_is_unhealthy_with_the_reason(tmp_path):
+    right, wrong, g = free_port(), free_port(), free_port()
+    (tmp_path / "g.toml").write_text(toml_config(g, tmp_path / "a.sqlite", {"standard": [right], "fast": [wrong]}))
+    procs = [backend(right, serves=["standard"]), backend(wrong, serves=["other-model"]), gateway(tmp_path / "g.toml", g)]
+    try:
+        for p in procs:
+            p.start()
+        deadline, health = time.monotonic() + 30, lambda port: backends_health(g)[f"http://127.0.0.1:{port}/v1"]
+        while not health(wrong)["reason"]:
+            assert time.monotonic() < deadline, "the start-up probe never ran"
+            time.sleep(0.05)
+        bad, good = health(wrong), health(right)
+        assert bad["healthy"] is False
+        assert "does not serve model 'fast'" in bad["reason"] and "['other-model']" in bad["reason"]
+        assert good["healthy"] is True and good["reason"] == ""
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+def backends_health(gateway_port: int) -> dict:
+    return httpx.get(f"http://127.0.0.1:{gateway_port}/health").json()["backends"]

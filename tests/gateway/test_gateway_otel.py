@@ -51,7 +51,7 @@ def test_every_call_becomes_a_span_with_its_variant_status_and_tokens(tmp_path):
     (tmp_path / "gw.toml").write_text(toml_config(g, tmp_path / "audit.sqlite", {"standard": [b]},
                                                   extra=key_toml(record) + otel))
     body = {"model": "standard", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
-    with running(backend(b), gw := gateway(tmp_path / "gw.toml", g)):
+    with running(backend(b, serves=["standard"]), gw := gateway(tmp_path / "gw.toml", g)):
         url = f"http://127.0.0.1:{g}/v1/chat/completions"
         for _ in range(2):
             assert httpx.post(url, json=body, headers={"Authorization": f"Bearer {secret}"}, timeout=30).status_code == 200

@@ -160,6 +160,7 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
     if lossless:
         prompts = json.loads(open(probes).read()) if probes else DEFAULT_PROBES
         cand, base = variants[c.candidate], variants[c.baseline]
+        _refuse_bf16_probes(cand.backends[0], cand.model or c.candidate, base.backends[0], base.model or c.baseline)
         identical = probe_identity(cand.backends[0], cand.model or c.candidate, base.backends[0],
                                    base.model or c.baseline, prompts, probe_tokens)
     try:
@@ -188,6 +189,20 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
         raise typer.Exit(1)
 
 
+def _refuse_bf16_probes(url_a: str, model_a: str, url_b: str, model_b: str) -> None:
+    """The lossless check needs greedy outputs that repeat: refuse when a probed backend reports bf16."""
+    import httpx
+
+    from posttrain.errors import PosttrainError
+    from posttrain.gateway.repeatability import backend_dtype, bf16_warning
+
+    with httpx.Client(timeout=30) as client:
+        dtypes = {url_a: backend_dtype(url_a, model_a, client), url_b: backend_dtype(url_b, model_b, client)}
+    problem = bf16_warning(dtypes, "the lossless greedy check cannot be trusted")
+    if problem:
+        raise PosttrainError(f"refusing the canary: {problem}")
+
+
 @gateway_app.command("replay")
 def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls to re-send."),
            against: str = typer.Option(..., help="Variant to replay against."),
@@ -206,6 +221,7 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
     if not Path(log).is_file():
         raise PosttrainError(f"no such audit log: {log}")
     key = os.environ.get(api_key_env) if api_key_env else None
+    _warn_bf16(gateway_url, against)
     report = run_replay(log, gateway_url, against, limit, key).summary()
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=2))
@@ -215,6 +231,18 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
     Console(soft_wrap=True).print(f"replayed {report['replayed']} calls against {against}: {report['flips']} flips of "
                                   f"{report['comparable']} repeatable, {report['errors']} errors, latency delta p50 "
                                   f"{report['latency_delta_ms_p50']:+.1f} ms, p90 {report['latency_delta_ms_p90']:+.1f} ms")
+
+
+def _warn_bf16(gateway_url: str, against: str) -> None:
+    """One line on stderr when a backend of the replayed variant reports bf16 (greedy may not repeat)."""
+    import httpx
+
+    from posttrain.gateway.repeatability import bf16_warning, variant_dtypes
+
+    with httpx.Client(timeout=30) as client:
+        warning = bf16_warning(variant_dtypes(gateway_url, against, client), "flips are not all regressions")
+    if warning:
+        Console(stderr=True, soft_wrap=True, markup=False).print(f"warning: {warning}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,14 +1,17 @@
 """Backends and their health: round-robin within a variant, cooldown after a failure, re-admission
-after the cooldown once a health check (GET /models) passes."""
+after the cooldown once a health check passes: GET /models answers 200 and lists the model id
+the gateway sends (checked for every backend at start)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from dataclasses import dataclass
 
 from posttrain.gateway.config import GatewayConfig
+from posttrain.gateway.repeatability import listed_dtype
 from posttrain.gateway.upstream import Upstream, UpstreamError
 
 
@@ -22,6 +25,8 @@ class Backend:
     failures: int = 0
     cooldowns: int = 0
     readmissions: int = 0
+    reason: str = ""          # why it is not healthy, as its last probe found
+    dtype: str | None = None  # the compute dtype its /models reports (posttrain serve does), if any
 
     @property
     def healthy(self) -> bool:
@@ -64,10 +69,13 @@ class BackendPool:
 
     def _readmit(self, b: Backend) -> None:
         b.cooling_until = 0.0
+        b.reason = ""
         b.readmissions += 1
 
     async def health_loop(self, client: Upstream) -> None:
-        """Forever: probe each cooling backend whose cooldown has run out."""
+        """Probe every backend once (its /models must list its model id), then forever: probe each
+        cooling backend whose cooldown has run out."""
+        await asyncio.gather(*(self._probe(client, b) for b in self.all()))
         while True:
             await asyncio.sleep(self.config.health_interval_s)
             now = time.monotonic()
@@ -75,12 +83,28 @@ class BackendPool:
             await asyncio.gather(*(self._probe(client, b) for b in due))
 
     async def _probe(self, client: Upstream, b: Backend) -> None:
-        try:
-            r = await client.request("GET", f"{b.url}/models", headers=b.auth, timeout_s=self.config.connect_timeout_s)
-            ok = r.status == 200
-        except (UpstreamError, TimeoutError):
-            ok = False
-        if ok:
-            self._readmit(b)
+        b.reason = await self._problem(client, b)
+        if not b.reason:
+            if not b.healthy:
+                self._readmit(b)
         else:
             b.cooling_until = time.monotonic() + self.config.cooldown_s
+
+    async def _problem(self, client: Upstream, b: Backend) -> str:
+        """'' when GET /models answers 200 and lists b.model; else why not."""
+        try:
+            r = await client.request("GET", f"{b.url}/models", headers=b.auth, timeout_s=self.config.connect_timeout_s)
+        except (UpstreamError, TimeoutError) as e:
+            return f"unreachable: {e}"
+        if r.status != 200:
+            return f"GET /models answered {r.status}"
+        try:
+            listed = json.loads(r.body)
+            ids = [m["id"] for m in listed["data"]]
+        except (ValueError, KeyError, TypeError):
+            return ""  # a backend that does not list its models is judged by its replies
+        b.dtype = listed_dtype(listed, b.model)
+        if b.model not in ids:
+            return (f"backend {b.url} does not serve model {b.model!r}; it serves {ids} "
+                    f"(set `model` in the variant {b.variant!r})")
+        return ""

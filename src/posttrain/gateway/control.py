@@ -30,7 +30,8 @@ def add_control_routes(app: FastAPI, config: GatewayConfig, gateway: Callable[[]
     @app.get("/health")
     async def health():
         return {"status": "ok", "backends": {b.url: {"variant": b.variant, "healthy": b.healthy, "failures": b.failures,
-                                                     "cooldowns": b.cooldowns, "readmissions": b.readmissions}
+                                                     "cooldowns": b.cooldowns, "readmissions": b.readmissions,
+                                                     "reason": b.reason, "dtype": b.dtype}
                                              for b in gateway().pool.all()}}
 
     @app.get("/metrics")

@@ -2,8 +2,9 @@
 
 /v1/completions (text or token-id prompts; `echo` with prompt logprobs), /v1/chat/completions
 (tool calls parsed from Hermes/Qwen-style `<tool_call>` blocks when `tools` are given), both
-with streaming and logprobs; /v1/models, /health and Prometheus /metrics. Errors use OpenAI's
-body: a bad request 400, a wrong or missing key 401, an unknown model 404, a failure 500.
+with streaming and logprobs; /v1/models (with a `posttrain` field: the compute dtype), /health
+and Prometheus /metrics. Errors use OpenAI's body: a bad request 400, a wrong or missing key
+401, an unknown model 404, a failure 500.
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ def create_app(engine: PagedEngine, model_name: str, api_key: str | None = None)
     async def health():
         return {"status": "ok", "policy_version": engine.policy_version}
 
-    card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len}
+    # `posttrain`: this server's own field; its compute dtype says whether greedy repeats (fp32 does)
+    card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len,
+            "posttrain": {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason}}
 
     @app.get("/v1/models", dependencies=v1)
     async def models():
