@@ -13,9 +13,9 @@ HEADLINES = tomllib.loads((Path(__file__).with_name("headlines.toml")).read_text
 
 
 def value_at(data, key: str):
-    """The value at a dotted path: "eval_after.pass_at_1", "runs.1403.trainer_idle_frac"."""
+    """The value at a dotted path: "eval_after.pass_at_1", "runs.1403.trainer_idle_frac", "tools.0.wall_s"."""
     for part in key.split("."):
-        data = data[part]
+        data = data[int(part)] if isinstance(data, list) else data[part]
     return data
 
 
