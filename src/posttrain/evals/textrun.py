@@ -113,7 +113,6 @@ def _endpoint_engine(checkpoint: str, client):
 
     from posttrain.engine.clients.openai import RemoteEngine
 
-    root = client.base_url.rstrip("/")
-    root = root[: -len("/v1")] if root.endswith("/v1") else root  # RemoteEngine adds /v1 itself
+    root = client.base_url.rstrip("/").removesuffix("/v1")  # RemoteEngine adds /v1 itself
     engine = RemoteEngine(root, client.model, client.api_key, timeout=client.timeout_s)
     return engine, AutoTokenizer.from_pretrained(checkpoint), AutoConfig.from_pretrained(checkpoint)
