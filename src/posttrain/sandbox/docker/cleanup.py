@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from posttrain.procs import pid_alive
 from posttrain.sandbox.base import ReapReport
 from posttrain.sandbox.docker import cli as engine
 
@@ -45,7 +46,7 @@ def prune(older_than_days: float = 7.0, all_images: bool = False,
                      '{{.ID}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
     for line in out.splitlines():
         cid, _, owner = line.partition(" ")
-        if not owner.isdigit() or not _alive(int(owner)):
+        if not owner.isdigit() or not pid_alive(int(owner)):
             engine.run(cli, "rm", "-f", cid, check=False)
             removed["containers"].append(cid)
     for kind in ("network", "volume"):     # a multi-container task's, by their owner label
@@ -53,7 +54,7 @@ def prune(older_than_days: float = 7.0, all_images: bool = False,
                          '{{.Name}} {{.Label "' + engine.LABEL + '"}}').stdout.decode()
         for line in out.splitlines():
             name, _, owner = line.partition(" ")
-            if not owner.isdigit() or not _alive(int(owner)):
+            if not owner.isdigit() or not pid_alive(int(owner)):
                 engine.run(cli, kind, "rm", name, check=False)
                 removed[f"{kind}s"].append(name)
     cutoff = time.time() - older_than_days * 86400
@@ -68,9 +69,6 @@ def prune(older_than_days: float = 7.0, all_images: bool = False,
                 removed["images"].append(name)
     return removed
 
-
-def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
 
 
 def _timestamp(created: str) -> float:
