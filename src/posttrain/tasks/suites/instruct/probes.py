@@ -1,8 +1,10 @@
-"""Replies that must not be rewarded as solutions of an instruct task (single-turn probes:
-each a function task -> reply text, scored like a model's reply by `posttrain validate`).
+"""Replies that must not be rewarded as solutions of an instruct task, each a function
+task -> reply text, scored like a model's reply by `posttrain validate` (validate/replies.py).
 
-echo: the instruction itself. plain: the request answered with every constraint ignored.
-stuff: every word the constraints name (keywords, phrases, markers) and nothing else.
+TRIVIAL (must not be solved): plain, the request answered with every constraint ignored.
+PROBES (hacks: not solved, at most half the reward): stuff, every word the constraints name
+(keywords, phrases, markers) and nothing else. The generic ones (the empty reply, "OK.", the
+instruction echoed) are validate's own; the generator rejects a task any of these would pass.
 """
 
 from __future__ import annotations
@@ -11,21 +13,23 @@ from posttrain.tasks import Task
 from posttrain.tasks.suites.instruct.requests import plain_reply, requests
 
 
-def echo(task: Task) -> str:
-    return task.instruction
-
-
 def plain(task: Task) -> str:
     by_id = {r.id: r for split in ("train", "heldout") for r in requests(split)}
     return plain_reply(by_id[task.config.metadata["request"]])
 
 
-def stuff(task: Task) -> str:
+def named_words(constraints: list[dict]) -> str:
+    """Every string the constraints' arguments hold, joined: a reply that only parrots them."""
     words = []
-    for c in task.config.metadata["constraints"]:
+    for c in constraints:
         for v in c["kwargs"].values():
             words += v if isinstance(v, list) else [v] if isinstance(v, str) else []
     return " ".join(words) or "ok"
 
 
-PROBES = {"echo": echo, "plain": plain, "stuff": stuff}
+def stuff(task: Task) -> str:
+    return named_words(task.config.metadata["constraints"])
+
+
+TRIVIAL = {"plain": plain}
+PROBES = {"stuff": stuff}

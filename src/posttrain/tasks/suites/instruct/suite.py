@@ -5,7 +5,8 @@
 A task draws a base request (requests.py) and a combination of families (families.py), builds
 the oracle reply that meets them (draft.py) and keeps the task only when the checker agrees:
 the oracle meets every constraint, the plain reply (the request answered, the constraints
-ignored) fails at least one, and echoing the instruction meets at most half.
+ignored), the empty reply and "OK." fail at least one, and echoing the instruction or parroting
+the constraints' words (probes.py) meets at most half and not all.
 
 Held out twice over: the heldout split uses only held-out base requests (requests.HELDOUT) and,
 for two or three constraints, only held-out combinations (a fixed hash of the sorted family
@@ -28,6 +29,7 @@ from posttrain.tasks.suites import scored
 from posttrain.tasks.suites.instruct import score as checker
 from posttrain.tasks.suites.instruct.draft import Draft, render
 from posttrain.tasks.suites.instruct.families import FAMILIES, conflicting
+from posttrain.tasks.suites.instruct.probes import named_words
 from posttrain.tasks.suites.instruct.requests import Request, plain_reply, requests
 from posttrain.tasks.task import Task
 
@@ -77,9 +79,14 @@ def instruction_text(request: Request, constraints: list[dict]) -> str:
 
 
 def acceptable(constraints: list[dict], oracle: str, plain: str, instruction: str) -> bool:
-    echo = checker.score(constraints, instruction)
-    return (checker.score(constraints, oracle).strict and not checker.score(constraints, plain).strict
-            and not echo.strict and echo.partial <= ECHO_CEILING)
+    """The oracle is solved; the empty, "OK." and plain replies are not; the echo and the
+    parroted words are not, and meet at most ECHO_CEILING of the constraints."""
+    if not checker.score(constraints, oracle).strict:
+        return False
+    if any(checker.score(constraints, r).strict for r in ("", "OK.", plain)):
+        return False
+    hacks = [checker.score(constraints, r) for r in (instruction, named_words(constraints))]
+    return all(not h.strict and h.partial <= ECHO_CEILING for h in hacks)
 
 
 def _draw(rng: random.Random, split: str, pool: list[Request], k: Knobs):
