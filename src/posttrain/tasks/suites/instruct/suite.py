@@ -27,8 +27,8 @@ from posttrain.errors import PosttrainError
 from posttrain.tasks.config import TaskConfig
 from posttrain.tasks.suites import scored
 from posttrain.tasks.suites.instruct import score as checker
-from posttrain.tasks.suites.instruct.draft import Draft, render
 from posttrain.tasks.suites.instruct.families import FAMILIES, conflicting
+from posttrain.tasks.suites.instruct.oracle import oracle_reply
 from posttrain.tasks.suites.instruct.probes import named_words
 from posttrain.tasks.suites.instruct.requests import Request, plain_reply, requests
 from posttrain.tasks.task import Task
@@ -61,17 +61,6 @@ def combo_split(names: list[str]) -> str:
     """The split a combination of two or more families belongs to (about one in four held out)."""
     digest = hashlib.sha256("+".join(sorted(names)).encode()).digest()
     return "heldout" if digest[0] % 4 == 0 else "train"
-
-
-def oracle_reply(request: Request, names: list[str], kwargs: list[dict]) -> tuple[str, list[dict]]:
-    """The reply built to meet the constraints, and their arguments with the derived ones set."""
-    draft = Draft(body=[request.opener, *request.subject.sentences])
-    for name, kw in zip(names, kwargs):
-        FAMILIES[name].shape(draft, kw, request)
-    text = render(draft)
-    settled = [FAMILIES[n].settle(text, kw, plain_reply(request)) if FAMILIES[n].settle else kw
-               for n, kw in zip(names, kwargs)]
-    return text, settled
 
 
 def instruction_text(request: Request, constraints: list[dict]) -> str:
