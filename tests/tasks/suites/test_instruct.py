@@ -97,10 +97,11 @@ def test_knobs_and_splits_are_checked(tmp_path):
         generate("instruct", tmp_path / "x", 2, seed=0, knobs=["families=nope"])
     with pytest.raises(PosttrainError, match="split"):
         generate("instruct", tmp_path / "y", 2, seed=0, split="test")
-    only = generate("instruct", tmp_path / "z", 6, seed=0, knobs=["families=no_comma,lowercase,end",
-                                                                  "min_constraints=2"])
-    assert all(len(t.config.metadata["families"]) >= 2 for t in only)
-    assert {f for t in only for f in t.config.metadata["families"]} <= {"no_comma", "lowercase", "end"}
+    four = {"no_comma", "lowercase", "end", "postscript"}
+    only = generate("instruct", tmp_path / "z", 6, seed=0, knobs=[f"families={','.join(sorted(four))}",
+                                                                  "min_constraints=2", "max_constraints=2"])
+    assert all(len(t.config.metadata["families"]) == 2 for t in only)
+    assert {f for t in only for f in t.config.metadata["families"]} <= four
 
 
 def _verdict(task_dir, tmp_path):

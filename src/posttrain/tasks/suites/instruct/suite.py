@@ -80,8 +80,8 @@ def acceptable(constraints: list[dict], oracle: str, plain: str, instruction: st
 
 def _draw(rng: random.Random, split: str, pool: list[Request], k: Knobs):
     allowed = k.families.split(",")
-    for _ in range(MAX_TRIES):
-        n = rng.randint(k.min_constraints, min(k.max_constraints, len(allowed)))
+    n = rng.randint(min(k.min_constraints, len(allowed)), min(k.max_constraints, len(allowed)))
+    for _ in range(MAX_TRIES):                  # the size first, so both splits get the same mix
         names = rng.sample(allowed, n)
         if conflicting(names) or (n > 1 and combo_split(names) != split):
             continue
@@ -91,8 +91,9 @@ def _draw(rng: random.Random, split: str, pool: list[Request], k: Knobs):
         instruction = instruction_text(request, constraints)
         if acceptable(constraints, oracle, plain_reply(request), instruction):
             return request, names, constraints, instruction, oracle
-    raise PosttrainError(f"instruct: no acceptable task in {MAX_TRIES} draws for families "
-                       f"{k.families} ({k.min_constraints}-{k.max_constraints} constraints, {split})")
+    raise PosttrainError(f"instruct: no acceptable task in {MAX_TRIES} draws of {n} constraints "
+                         f"from families {k.families} ({split} split; a combination of two or "
+                         "three belongs to one split only: allow more families)")
 
 
 def make_task(task_id: str, split: str, request: Request, names: list[str], constraints: list[dict],
