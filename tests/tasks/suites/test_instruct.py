@@ -148,3 +148,11 @@ def test_task_prompts_carry_the_reward(train):
     assert REWARDS["reply"](train[0].files["solution/reply.md"], prompts[0]) == 1.0
     assert reply_score("", prompts[0]) == (0.0, {"strict": 0.0} | {
         f"met:{f}": 0.0 for f in train[0].config.metadata["families"]})
+
+
+def test_sandbox_paths_refuse_single_turn_tasks(train):
+    from posttrain.errors import TaskError
+    from posttrain.evals.launch import read_tasks
+
+    with pytest.raises(TaskError, match="single-turn"):
+        read_tasks(str(train[0].path.parent))
