@@ -31,7 +31,7 @@ class Family(NamedTuple):
     checker: str                                               # if-verifiable ifeval id
     draw: Callable[[random.Random, Request], dict]             # its arguments
     shape: Callable[[Draft, dict, Request], None]              # edit the oracle's draft
-    settle: Callable[[str, dict, str], dict] | None = None     # arguments set from the oracle text
+    settle: Callable[[str, dict], dict] | None = None          # arguments set from the oracle text
 
 
 def _fresh_words(rng: random.Random, request: Request, k: int) -> list[str]:
@@ -76,7 +76,7 @@ def _shape_words(d, kw, req):
         d.body += [f"To sum up, {tip} is my best suggestion." for tip in req.subject.tips]
 
 
-def _settle_words(oracle: str, kw: dict, plain: str) -> dict:
+def _settle_words(oracle: str, kw: dict) -> dict:
     from if_verifiable.ifeval.instructions_util import count_words
 
     n = count_words(oracle)
@@ -101,7 +101,7 @@ def _shape_start(d, kw, req):
     d.start = f"{kw['first_word'].capitalize()} I would like to share a few thoughts."
 
 
-def _settle_start(oracle: str, kw: dict, plain: str) -> dict:
+def _settle_start(oracle: str, kw: dict) -> dict:
     n = sum(1 for p in re.split(r"\n\n", oracle) if p.strip())
     return {"num_paragraphs": n, **kw}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from posttrain.tasks.suites.instruct.draft import Draft, render
 from posttrain.tasks.suites.instruct.families import FAMILIES
-from posttrain.tasks.suites.instruct.requests import Request, plain_reply
+from posttrain.tasks.suites.instruct.requests import Request
 
 
 def oracle_reply(request: Request, names: list[str], kwargs: list[dict]) -> tuple[str, list[dict]]:
@@ -15,6 +15,6 @@ def oracle_reply(request: Request, names: list[str], kwargs: list[dict]) -> tupl
     for name, kw in zip(names, kwargs):
         FAMILIES[name].shape(draft, kw, request)
     text = render(draft)
-    settled = [FAMILIES[n].settle(text, kw, plain_reply(request)) if FAMILIES[n].settle else kw
+    settled = [FAMILIES[n].settle(text, kw) if FAMILIES[n].settle else kw
                for n, kw in zip(names, kwargs)]
     return text, settled
