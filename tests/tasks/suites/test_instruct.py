@@ -150,9 +150,15 @@ def test_task_prompts_carry_the_reward(train):
         f"met:{f}": 0.0 for f in train[0].config.metadata["families"]})
 
 
-def test_sandbox_paths_refuse_single_turn_tasks(train):
-    from posttrain.errors import TaskError
+def test_sandbox_paths_refuse_single_turn_tasks(tmp_path, train):
+    from posttrain.errors import ConfigError, TaskError
     from posttrain.evals.launch import read_tasks
+    from posttrain.recipes.domains import sandbox_tasks
+    from posttrain.recipes.rl_config import load_rl_config
 
+    root = train[0].path.parent
     with pytest.raises(TaskError, match="single-turn"):
-        read_tasks(str(train[0].path.parent))
+        read_tasks(str(root))
+    cfg = load_rl_config(None, ["tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=0"])
+    with pytest.raises(ConfigError, match="single-turn"):
+        sandbox_tasks(cfg, tmp_path)
