@@ -2,10 +2,10 @@
 pass rate per constraint family, before any RL, to choose the training mix from.
 
     flock /tmp/posttrain-bench.lock nice -n 19 python bench/instruct_base.py \
-        [--model DIR] [--n 300] [-k 8] [--quick] [--json PATH]
+        [--model DIR] [--n 300] [-k 8] [--knob max_constraints=1 ...] [--quick] [--json PATH]
 
 It generates `--n` train-split prompts (`posttrain tasks generate --suite instruct`, seed 0,
-one to three constraints), frames each in the model's own chat template, samples k replies
+one to three constraints unless `--knob` says otherwise), frames each in the model's own chat template, samples k replies
 per prompt with the embedded engine (temperature 1, the RL rollout setting) and scores them
 with the suite's checker. Per family: pass@k (a prompt counts when one of its k replies meets
 that family's constraint) and the mean share of replies that meet it. Per prompt: strict
@@ -83,13 +83,14 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--batch", type=int, default=8, help="prompts per generate call")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--knob", action="append", default=[], help="suite knob KEY=VALUE (repeatable)")
     add_args(ap, "24 prompts, k=8, replies up to 128 tokens")
     args = ap.parse_args()
     if args.quick:
         args.n, args.max_tokens = 24, 128
     machine = cpu(loadavg_1m=os.getloadavg()[0])
     with tempfile.TemporaryDirectory(prefix="instruct-base-") as tmp:
-        tasks = generate("instruct", Path(tmp) / "tasks", args.n, seed=args.seed)
+        tasks = generate("instruct", Path(tmp) / "tasks", args.n, seed=args.seed, knobs=args.knob)
     model, tokenizer = load_policy(args.model)
     prompts = task_prompts(tasks, single_turn(tokenizer)[0])
     t0 = time.perf_counter()
@@ -101,7 +102,7 @@ def main() -> None:
     for n, r in result["per_constraints"].items():
         print(f"{n} constraint(s) {r['prompts']:4d} prompts  strict pass@{args.k} {r['strict_pass_at_k']:.3f}  "
               f"partial {r['mean_partial']:.3f}  groups with variance {r['groups_with_variance']:.3f}")
-    write_json(args.json, {"cpu": machine, "model": str(args.model), "n": args.n, "k": args.k,
+    write_json(args.json, {"cpu": machine, "model": str(args.model), "n": args.n, "k": args.k, "knobs": args.knob,
                            "max_tokens": args.max_tokens, "temperature": 1.0, "seed": args.seed,
                            "checker": "if-verifiable==0.1.2", "wall_s": round(time.perf_counter() - t0, 1),
                            "quick": args.quick, **result, "example_reply": replies[0][0][:400]})
