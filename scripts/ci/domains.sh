@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI: the cad suite's generation extra (manifold3d, trimesh); idempotent.
+# CI: the domain suites' extras: cad's generation (manifold3d, trimesh) and instruct's checker
+# (if-verifiable); idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[cad]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[cad,instruct]'

@@ -59,8 +59,9 @@ def oracle(
     path: Path = typer.Argument(..., help="A task directory, or a directory of them."),
     backend: str = typer.Option("bwrap", help="Sandbox backend (bwrap, or process to debug)."),
 ) -> None:
-    """Run each task's solution/solve.sh in a sandbox, then its tests; print the rewards.
-    Every task of a directory is run; a broken one is a row, and the exit is 1 if any failed."""
+    """Run each task's solution/solve.sh in a sandbox, then its tests; print the rewards (a
+    single-turn task's oracle reply is scored on the host). Every task of a directory is run;
+    a broken one is a row, and the exit is 1 if any failed."""
     from posttrain.tasks import read_task
     from posttrain.validate.runner import task_dirs
 
@@ -87,12 +88,22 @@ def _oracle_row(task_dir: Path, backend: str, read_task) -> tuple[str, ...]:
 
     try:
         task = read_task(task_dir)
+        if task.single_turn:
+            return _reply_row(task)
         with open_task_sandbox(task, backend) as sandbox:
             result = run_oracle(task, sandbox)
             verdict = verify(task, sandbox)
     except PosttrainError as e:
         return (task_dir.name, "", "", "error", str(e))
     return (task.id, str(result.exit_code), f"{verdict.reward:g}", verdict.status, verdict.error)
+
+
+def _reply_row(task) -> tuple[str, ...]:
+    """A single-turn task's row: its oracle reply scored on the host (no sandbox, no exit code)."""
+    from posttrain.tasks.suites import score_reply
+
+    reward, _ = score_reply(task.config.metadata, task.oracle_reply())
+    return (task.id, "", f"{reward:g}", "ok", "")
 
 
 def _wide_console() -> Console:

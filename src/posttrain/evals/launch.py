@@ -51,7 +51,11 @@ def read_tasks(tasks_dir: str) -> list[Task]:
     p = Path(tasks_dir)
     if p.is_dir() and not any(p.iterdir()):
         raise TaskError(f"{p}: the task directory is empty")
-    return load_tasks(p)
+    tasks = load_tasks(p)
+    if single := [t.id for t in tasks if t.single_turn]:
+        raise TaskError(f"{p}: {len(single)} single-turn tasks (e.g. {single[0]}): `posttrain eval` "
+                        "runs sandbox episodes; score replies with rollout.single_turn.reply_score")
+    return tasks
 
 
 def checkpoint_dir(model: str) -> Path | None:

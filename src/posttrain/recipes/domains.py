@@ -132,6 +132,9 @@ def sandbox_tasks(cfg, run_dir: Path, warn: Warn = log.warning) -> RunTasks:
         seen[t.id] = seen.get(t.id, 0) + 1
     if dup := sorted(i for i, n in seen.items() if n > 1):
         raise ConfigError(f"task ids repeat across domains: {dup[:3]}")
+    if single := [t.id for tasks in per_domain for t in tasks if t.single_turn]:
+        raise ConfigError(f"single-turn tasks (e.g. {single[0]}) have no sandbox verifier: train on "
+                          "them as prompts (rollout.single_turn.task_prompts), not as sandbox tasks")
     return held_out(cfg, run_dir, per_domain, warn)
 
 

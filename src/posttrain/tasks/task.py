@@ -3,6 +3,10 @@
 <task>/instruction.md, task.toml, environment/, solution/solve.sh, tests/test.sh.
 posttrain also reads an optional solution/steps.json: the oracle as agent turns
 (a list of shell commands), used to build SFT demonstrations.
+
+A single-turn task (metadata.kind = "single-turn", e.g. the instruct suite) is answered by one
+reply, scored on the host by its suite's scorer (tasks.suites.score_reply): it has no tests/
+or environment/, and its oracle is the reply in solution/reply.md.
 """
 
 from __future__ import annotations
@@ -45,6 +49,17 @@ class Task:
     def domain(self) -> str:
         return str(self.config.metadata.get("domain", self.config.metadata.get("category", "")))
 
+    @property
+    def single_turn(self) -> bool:
+        return self.config.metadata.get("kind") == "single-turn"
+
+    def oracle_reply(self) -> str:
+        """A single-turn task's oracle reply (solution/reply.md, exactly as written)."""
+        p = self.solution_dir / "reply.md"
+        if not p.is_file():
+            raise TaskError(f"{p}: missing (a single-turn task's oracle reply)")
+        return p.read_text(encoding="utf-8")
+
     def oracle_steps(self) -> list[str] | None:
         """The oracle as agent turns, if the task ships solution/steps.json."""
         p = self.solution_dir / "steps.json"
@@ -78,7 +93,7 @@ def read_task(path: str | Path) -> Task:
     path = Path(path)
     if not path.is_dir():
         raise TaskError(f"{path}: not a task directory (does not exist or is not a directory)")
-    for required in ("instruction.md", "task.toml", "tests/test.sh"):
+    for required in ("instruction.md", "task.toml"):
         if not (path / required).is_file():
             raise TaskError(f"{path}: missing {required}")
     inst_path = path / "instruction.md"
@@ -91,6 +106,8 @@ def read_task(path: str | Path) -> Task:
     if not instruction.strip():
         raise TaskError(f"{inst_path}: empty instruction")
     config = parse_config(path / "task.toml")
+    if config.metadata.get("kind") != "single-turn" and not (path / "tests/test.sh").is_file():
+        raise TaskError(f"{path}: missing tests/test.sh")
     return Task(id=path.name, instruction=instruction, config=config, path=path)
 
 

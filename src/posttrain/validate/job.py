@@ -58,8 +58,8 @@ def _add_difficulty(reports: list[TaskReport], policy: Policy, store: CheckStore
         cached = entries[r.id][1]["difficulty"].get(policy.key())
         if cached:
             r.difficulty = cached
-        else:
-            todo.append(read_task(r.path))
+        elif not (task := read_task(r.path)).single_turn:   # calibration plays agent episodes
+            todo.append(task)
     if not todo:
         return
     results = calibrate(todo, policy.engine, policy.framer, policy.k, policy.params,

@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from posttrain.errors import PosttrainError
 from posttrain.validate.checks import DYNAMIC
 from posttrain.validate.config import ValidateConfig
+from posttrain.validate.replies import CHECKS as REPLY_CHECKS
 from posttrain.validate.record import Check, TaskReport, skipped, task_status
 from posttrain.validate.state import CheckStore, fingerprint
 from posttrain.validate.static import leak_check, load_task
@@ -49,11 +50,17 @@ def _blocked(name: str, checks: dict[str, Check]) -> str | None:
     return None
 
 
+def checks_for(task) -> dict:
+    """The dynamic checks of a task: replies scored on the host for a single-turn task, else
+    sandbox runs."""
+    return REPLY_CHECKS if task.single_turn else DYNAMIC
+
+
 def _run_one(name: str, task, cfg: ValidateConfig, checks: dict[str, Check]) -> tuple[Check, bool]:
     """(the check, whether to save it): crashes are reported but retried on resume."""
     t0 = time.perf_counter()
     try:
-        check, keep = DYNAMIC[name](task, cfg, checks), True
+        check, keep = checks_for(task)[name](task, cfg, checks), True
     except PosttrainError as e:            # the task's own fault, e.g. an unsupported Dockerfile
         ev = {"build_log_tail": e.log_tail} if getattr(e, "log_tail", None) else {}
         check, keep = Check(name, False, "broken", str(e), ev), True
@@ -73,7 +80,7 @@ def validate_task(path: Path, cfg: ValidateConfig, store: CheckStore,
     fp = fingerprint(path)
     entry = store.load(task.id, fp)
     checks["leaks"] = leak_check(task)
-    for name in DYNAMIC:
+    for name in checks_for(task):
         if name in entry["checks"]:
             checks[name] = entry["checks"][name]
             if on_check:

@@ -79,7 +79,23 @@ def load_task(root: Path, cfg: ValidateConfig) -> tuple[Task | None, Check]:
     return task, Check("static", True, evidence=evidence)
 
 
+def _reply_problems(task: Task) -> list[str]:
+    """A single-turn task needs its oracle reply and a domain that scores replies."""
+    from posttrain.errors import PosttrainError
+    from posttrain.tasks.suites import score_reply
+
+    if not (task.solution_dir / "reply.md").is_file():
+        return ["missing solution/reply.md: no oracle reply, so the task cannot be validated"]
+    try:
+        score_reply(task.config.metadata, "")
+    except (PosttrainError, KeyError, TypeError) as e:
+        return [f"the reply cannot be scored: {e}"]
+    return []
+
+
 def _script_problems(task: Task) -> list[str]:
+    if task.single_turn:
+        return _reply_problems(task)
     problems = []
     if not (task.solution_dir / "solve.sh").is_file():
         problems.append("missing solution/solve.sh: no oracle, so the task cannot be validated")
@@ -90,6 +106,8 @@ def _script_problems(task: Task) -> list[str]:
 
 
 def _warnings(task: Task) -> list[str]:
+    if task.single_turn:
+        return [] if task.config.metadata.get("difficulty") is not None else ["no metadata.difficulty"]
     test_sh = (task.tests_dir / "test.sh").read_text(encoding="utf-8", errors="replace")
     out = []
     if SET_E_RE.search(test_sh) and "trap" not in test_sh:

@@ -21,6 +21,7 @@ OUT_OF_RANGE = {          # per suite: a knob value its Knobs (or its own check)
     "cad": "max_features=9",
     "terminal-tools": "families=ftp",
     "code": "max_mutations=9",
+    "instruct": "max_constraints=4",
 }
 
 

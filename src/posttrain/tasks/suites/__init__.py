@@ -6,6 +6,9 @@ in memory, not written), or `generate(out_dir, n, seed, split, knobs)` that writ
 task directories and checks its own knobs (a dict of KEY -> VALUE strings). `generate` here
 writes them all or nothing: into a temporary folder inside OUT first, moved into place only
 when every task was built.
+
+A single-turn suite (its tasks answered by one reply, metadata.kind = "single-turn") names a
+scorer module: `score_reply(metadata, reply) -> (reward, details)`, run on the host.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class Suite(NamedTuple):
     module: str               # SUITE, Knobs and build(), or generate()
     probes: str | None = None  # a module with PROBES: {name: function(task) -> bash script}
     extra: str | None = None   # the pyproject extra its generation needs
+    scorer: str | None = None  # single-turn suites: a module with score_reply(metadata, reply)
 
 
 SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
@@ -37,15 +41,22 @@ SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
     "terminal-tools": Suite("posttrain.tasks.suites.terminal_tools.suite",
                             "posttrain.tasks.suites.terminal_tools.probes"),
     "code": Suite("posttrain.tasks.suites.code.suite"),
+    "instruct": Suite("posttrain.tasks.suites.instruct.suite", "posttrain.tasks.suites.instruct.probes",
+                      extra="instruct", scorer="posttrain.tasks.suites.instruct.score"),
 }
 
 
 def suite_module(name: str):
     if name not in SUITES:
         raise PosttrainError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}")
+    return _import(name, SUITES[name].module)
+
+
+def _import(name: str, module: str):
+    """A suite's module; a clear error when the extra it needs is not installed."""
     row = SUITES[name]
     try:
-        return importlib.import_module(row.module)
+        return importlib.import_module(module)
     except ModuleNotFoundError as e:
         if row.extra is None or (e.name or "").startswith("posttrain"):
             raise
@@ -53,10 +64,20 @@ def suite_module(name: str):
                              f"pip install -c constraints.txt -e '.[{row.extra}]'") from None
 
 
+def score_reply(metadata: dict, reply: str) -> tuple[float, dict[str, float]]:
+    """(reward, details) of a single-turn task's reply, by its domain's scorer."""
+    domain = str(metadata.get("domain", ""))
+    row = SUITES.get(domain)
+    if row is None or row.scorer is None:
+        raise PosttrainError(f"domain {domain!r} has no reply scorer (single-turn suites: "
+                             f"{', '.join(n for n, r in SUITES.items() if r.scorer)})")
+    return _import(domain, row.scorer).score_reply(metadata, reply)
+
+
 def probes_module(domain: str):
     """The module holding a domain's hack probes (and scripted partial agents), or None."""
     row = SUITES.get(domain)
-    return importlib.import_module(row.probes) if row and row.probes else None
+    return _import(domain, row.probes) if row and row.probes else None
 
 
 def probes_for(task) -> dict:

@@ -1,0 +1,1 @@
+"""The instruct suite: single-turn replies under verifiable constraints (docs/domains.md)."""
