@@ -18,7 +18,9 @@ from pathlib import Path
 
 import torch
 
+from posttrain.errors import PosttrainError
 from posttrain.models.tiny import save_policy
+from posttrain.train.lora import has_lora, serving_state
 
 
 def _rng_state() -> dict:
@@ -32,7 +34,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer, state: 
     tmp = root / f".tmp-step-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_policy(model, tokenizer, tmp / "model")
+    save_policy(model, tokenizer, tmp / "model", serving_state(model))  # LoRA: merged, plain HF
     trainer.save_state(tmp)  # trainer.pt, or each rank's shards under dcp/
     torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "pipeline.json").write_text(json.dumps(state))
@@ -56,6 +58,10 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 def load_checkpoint(path: Path, model, trainer) -> dict:
     """Load weights, optimizer and RNG states in place; returns the pipeline state."""
     from safetensors.torch import load_file
+
+    if has_lora(model):  # model/ holds the merged weights; the base and adapters are not kept
+        raise PosttrainError(f"{path}: resuming a run with LoRA adapters (optim.lora_rank) is not "
+                             "supported yet; start a run from its model/ directory (policy.init)")
 
     weights = load_file(str(path / "model" / "model.safetensors"))
     missing, _ = model.load_state_dict(weights, strict=False)

@@ -32,7 +32,8 @@ from posttrain.kernels.exact_attention import exact_sdpa
 from posttrain.kernels.exact_linear import exact_linear
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.train.batch import right_pad
-from posttrain.train.logprobs import check_temperature, continuation_logprobs
+from posttrain.train.chunked import head_logprobs
+from posttrain.train.logprobs import check_temperature, continuation_logprobs, placed
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
 
@@ -45,7 +46,15 @@ def supports(model) -> bool:
             and getattr(cfg, "hidden_act", "silu") == "silu"
             and not getattr(cfg, "mlp_bias", False)
             and not getattr(cfg, "use_sliding_window", False)
-            and next(model.parameters()).dtype == torch.float32)
+            and next(model.parameters()).dtype == torch.float32
+            and _plain_linears(model.model.layers[0]))
+
+
+def _plain_linears(layer) -> bool:
+    """Its projections are nn.Linear themselves (read here by weight), not wrapped (LoRA)."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return all(type(m) is torch.nn.Linear for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
+                                                    mlp.gate_proj, mlp.up_proj, mlp.down_proj))
 
 
 @dataclass(frozen=True)
@@ -203,13 +212,14 @@ def _logits(model, h: torch.Tensor, arch: Arch) -> torch.Tensor:
 
 
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
-                    trim: bool = True, exact: bool = False) -> torch.Tensor | None:
+                    trim: bool = True, exact: bool = False, head=None) -> torch.Tensor | None:
     """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
     `token_logprobs` over `collate(episodes)` gives, 0 elsewhere (prompt, observations,
     padding); None when the model is not covered, an episode has no prompt or nothing after
     it, or nothing in the batch was sampled. trim=False runs the last layer on every row and
     takes logits at every continuation slot (the same numbers up to float rounding).
-    exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits)."""
+    exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits).
+    head (train/chunked.py, not with exact): logprobs from the final hidden states, no logits."""
     if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
             or not any(e.tokens_out for e in episodes)):
         return None
@@ -225,9 +235,15 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     *layers, last = inner.layers
     for layer in layers:
         h = _layer(layer, h, cos, sin, lay, arch)
+    width = max(len(e.tokens) for e in episodes)
+    if head is not None:
+        out = _last_layer(last, h, cos, sin, lay, arch)[lay.slot_out] if trim else \
+            _layer(last, h, cos, sin, lay, arch)[lay.logit_rows]
+        hidden = rms_norm(out, inner.norm.weight, arch.eps)
+        lp = head_logprobs(head, hidden, model.lm_head.weight, lay.targets, lay.valid, temperature)
+        return placed(lp, lay.tail_pos, width)
     if trim:  # the last layer and the logits only on the distinct rows that make logits
         logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch), arch)[lay.slot_out]
     else:
         logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows], arch)
-    return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
-                                 max(len(e.tokens) for e in episodes), temperature)
+    return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos, width, temperature)

@@ -1,0 +1,53 @@
+"""LoRA adapters (PEFT) on a causal LM, applied in place when the trainer is built
+(OptimConfig.lora_rank > 0): each target projection W x becomes W x + (alpha / r) B A x with
+W frozen, A [r, in] random and B [out, r] zero, so the first forward is the base model's.
+Only A and B train.
+
+Engines and checkpoints never see adapters: `serving_state` gives the merged weights
+W + (alpha / r) B A under the plain model's names, which the rollout engine loads on every
+weight update (rollout/weights.py) and checkpoints write as an ordinary HF directory.
+"""
+
+from __future__ import annotations
+
+import torch
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def apply_lora(model, rank: int, alpha: float, targets: tuple[str, ...] = LORA_TARGETS):
+    """Inject adapters into `model` in place (peft.inject_adapter_in_model) and freeze every
+    other parameter; returns the model."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(targets), lora_dropout=0.0)
+    return inject_adapter_in_model(config, model)
+
+
+def _lora_layers(model) -> dict:
+    try:
+        from peft.tuners.lora import LoraLayer
+    except ImportError:  # no peft: nothing can carry adapters
+        return {}
+    return {name: m for name, m in model.named_modules() if isinstance(m, LoraLayer)}
+
+
+def serving_state(model) -> dict[str, torch.Tensor] | None:
+    """The merged weights under the plain model's names (every tensor of its state dict), or
+    None when the model carries no adapters (then its own state dict is the served one)."""
+    layers = _lora_layers(model)
+    if not layers:
+        return None
+    state = {}
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            if ".lora_" not in name:
+                state[name.replace(".base_layer.", ".")] = value
+        for name, layer in layers.items():
+            base = layer.base_layer.weight
+            state[f"{name}.weight"] = base + layer.get_delta_weight("default").to(base.dtype)
+    return state
+
+
+def has_lora(model) -> bool:
+    return bool(_lora_layers(model))
