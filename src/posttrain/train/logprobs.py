@@ -24,6 +24,7 @@ def continuation_logprobs(logits: torch.Tensor, targets: torch.Tensor, valid: to
 
     logits [N, L, V] predict targets [N, L] (valid [N, L] where a token exists), which sit at
     positions [N, L] of their episodes; returns [N, width], 0 elsewhere."""
+    logits = logits.float()  # bf16 under autocast (train/precision.py); fp32 already: the same tensor
     if temperature != 1.0:
         logits = logits / temperature
     lp = logits.gather(-1, targets[..., None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
