@@ -92,6 +92,29 @@ def test_the_engine_serves_the_merged_policy_after_a_publish():
     assert torch.allclose(mine, torch.tensor(out.logprobs), atol=1e-4)
 
 
+def test_vllm_gets_the_merged_weights_as_a_plain_model():
+    """What a vLLM server loads on an update: the staged safetensors of the published state."""
+    from safetensors.torch import load_file
+
+    from posttrain.engine.clients.weight_files import staged_weights
+
+    model, _, episodes = _trained_lora()
+    engine = LockedEngine(LocalEngine(copy.deepcopy(_model())))
+    with staged_weights(engine._state_of(model)) as (directory, _):
+        served = _plain_with(load_file(str(directory / "model.safetensors")))
+    b = collate(episodes, 0)
+    with torch.no_grad():
+        assert torch.allclose(token_logprobs(served, b.input_ids, b.attention_mask),
+                              token_logprobs(model, b.input_ids, b.attention_mask), atol=1e-5)
+
+
+def test_a_second_trainer_trains_the_adapters_it_finds():
+    model, first, episodes = _trained_lora("sft")
+    second = PolicyTrainer(model, 0, LORA)
+    assert [id(p) for p in second.params] == [id(p) for p in first.params]
+    second.rl_step(episodes, RLConfig())
+
+
 def test_the_checkpoint_is_a_plain_hf_model_with_the_adapters_merged(tmp_path):
     from transformers import AutoModelForCausalLM
 

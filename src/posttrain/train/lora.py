@@ -17,7 +17,10 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 
 def apply_lora(model, rank: int, alpha: float, targets: tuple[str, ...] = LORA_TARGETS):
     """Inject adapters into `model` in place (peft.inject_adapter_in_model) and freeze every
-    other parameter; returns the model."""
+    other parameter; returns the model. A model that carries adapters already (an SFT
+    trainer's, then an RL trainer's) keeps them and trains them on."""
+    if has_lora(model):
+        return model
     from peft import LoraConfig, inject_adapter_in_model
 
     config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(targets), lora_dropout=0.0)
