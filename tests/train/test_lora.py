@@ -14,6 +14,7 @@ from posttrain.train.batch import collate
 from posttrain.train.checkpoint import load_checkpoint, save_checkpoint
 from posttrain.train.logprobs import token_logprobs
 from posttrain.train.lora import has_lora, serving_state
+from posttrain.train.packed import packed_logprobs
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 
 from test_prompt_sharing import _groups, _model
@@ -59,6 +60,29 @@ def test_merged_weights_give_the_lora_models_forward():
         base = token_logprobs(_model().eval(), b.input_ids, b.attention_mask)
     assert torch.allclose(lora, merged, atol=1e-5)
     assert (lora - base).abs().max() > 1e-3  # the adapters moved the policy
+
+
+@pytest.mark.parametrize("targets", [None, ("q_proj", "v_proj", "down_proj")])
+def test_the_packed_forward_runs_the_adapters_as_the_hf_modules_do(targets):
+    optim = LORA if targets is None else LORA.model_copy(update={"lora_targets": targets})
+    model = _model()
+    trainer = PolicyTrainer(model, 0, optim)
+    trainer.sft_step(_groups(2, 4, True))  # B != 0
+    episodes = _groups(3, 4, True)
+    b = collate(episodes, 0)
+    results = []
+    for forward in (lambda: token_logprobs(model, b.input_ids, b.attention_mask),
+                    lambda: packed_logprobs(model, episodes),
+                    lambda: packed_logprobs(model, episodes, trim=False)):
+        model.zero_grad()
+        lp = forward()
+        (lp * b.loss_mask).sum().backward()
+        results.append(((lp * b.loss_mask).detach(), [p.grad.clone() for p in trainer.params]))
+    for lp, grads in results[1:]:
+        assert (lp - results[0][0]).abs().max() <= 1e-5
+        for a, c in zip(results[0][1], grads):
+            assert torch.allclose(a, c, atol=1e-5, rtol=1e-3)
+    assert all(p.grad is None for p in model.parameters() if not p.requires_grad)
 
 
 def test_the_lora_step_descends_the_full_models_loss():

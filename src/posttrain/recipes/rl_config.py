@@ -93,6 +93,9 @@ class RLRunConfig(StrictModel):
         if self.algo.exact_logprobs and self.optim.compute_dtype == "bf16":
             raise ValueError('algo.exact_logprobs computes the trainer\'s logprobs in fp32: set '
                              'optim.compute_dtype = "fp32" or "auto"')
+        if self.algo.exact_logprobs and self.optim.lora_rank:
+            raise ValueError("algo.exact_logprobs matches the engine's merged weights bit for bit only "
+                             "without adapters: set optim.lora_rank = 0")
         if self.cluster.trainer_ranks > 1 and (self.optim.lora_rank or self.optim.logprob_chunk):
             raise ValueError("optim.lora_rank and optim.logprob_chunk run on one trainer process "
                              "(cluster.trainer_ranks = 1)")

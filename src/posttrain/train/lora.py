@@ -52,5 +52,18 @@ def serving_state(model) -> dict[str, torch.Tensor] | None:
     return state
 
 
+def base_linear(module):
+    """The nn.Linear under a LoRA wrapper, or the module itself."""
+    return getattr(module, "base_layer", module)
+
+
+def adapter_output(module, x: torch.Tensor) -> torch.Tensor | None:
+    """The adapter's term (alpha / r) B A x of a LoRA-wrapped linear (no dropout: lora_dropout
+    is 0 here), or None for a plain one: what peft's forward adds to the base layer's output."""
+    if not hasattr(module, "lora_A"):
+        return None
+    return module.lora_B["default"](module.lora_A["default"](x)) * module.scaling["default"]
+
+
 def has_lora(model) -> bool:
     return bool(_lora_layers(model))

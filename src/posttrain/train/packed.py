@@ -34,6 +34,7 @@ from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.train.batch import right_pad
 from posttrain.train.chunked import head_logprobs
 from posttrain.train.logprobs import check_temperature, continuation_logprobs, placed
+from posttrain.train.lora import adapter_output, base_linear, has_lora
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
 
@@ -51,10 +52,11 @@ def supports(model) -> bool:
 
 
 def _plain_linears(layer) -> bool:
-    """Its projections are nn.Linear themselves (read here by weight), not wrapped (LoRA)."""
+    """Its projections are nn.Linear (read here by weight), each maybe wrapped in a LoRA adapter."""
     attn, mlp = layer.self_attn, layer.mlp
-    return all(type(m) is torch.nn.Linear for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
-                                                    mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+    return all(type(base_linear(m)) is torch.nn.Linear
+               for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj,
+                         mlp.down_proj))
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,19 @@ class Arch:
         """F.linear; exact: the engine's packed kernel (kernels/exact_linear.py), whose bits do not
         depend on the row or thread count (F.linear's do), on concatenated weights as well."""
         return exact_linear(x, w, b) if self.exact else F.linear(x, w, b)
+
+    def project(self, x: torch.Tensor, *projs) -> torch.Tensor:
+        """x through the projections side by side: one matmul over their concatenated weights
+        (and biases), plus each one's LoRA term s B A x where it has adapters (train/lora.py)."""
+        bases = [base_linear(p) for p in projs]
+        w = bases[0].weight if len(bases) == 1 else torch.cat([b.weight for b in bases])
+        b = None if bases[0].bias is None else torch.cat([b.bias for b in bases])
+        y = self.linear(x, w, b)
+        terms = [adapter_output(p, x) for p in projs]
+        if all(t is None for t in terms):
+            return y
+        return y + torch.cat([x.new_zeros(len(x), base.out_features) if t is None else t
+                              for t, base in zip(terms, bases)], dim=-1)
 
 
 @dataclass
@@ -176,24 +191,22 @@ def _qkv(layer, h, cos, sin, arch: Arch):
     """Normed rows -> q [R, H, D], k and v [R, KV, D], rotated; q/k/v as one matmul."""
     heads, kv_heads, d = arch.heads, arch.kv_heads, arch.head_dim
     attn = layer.self_attn
-    w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-    b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    qk, v = arch.linear(rms_norm(h, layer.input_layernorm.weight, arch.eps), w, b).split(
-        [(heads + kv_heads) * d, kv_heads * d], dim=-1)
+    qk, v = arch.project(rms_norm(h, layer.input_layernorm.weight, arch.eps),
+                         attn.q_proj, attn.k_proj, attn.v_proj).split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = rotary(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
 
 
 def _mlp(layer, h: torch.Tensor, arch: Arch) -> torch.Tensor:
     mlp = layer.mlp
-    gate, up = arch.linear(rms_norm(h, layer.post_attention_layernorm.weight, arch.eps),
-                           torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
-    return h + arch.linear(F.silu(gate) * up, mlp.down_proj.weight)
+    gate, up = arch.project(rms_norm(h, layer.post_attention_layernorm.weight, arch.eps),
+                            mlp.gate_proj, mlp.up_proj).chunk(2, dim=-1)
+    return h + arch.project(F.silu(gate) * up, mlp.down_proj)
 
 
 def _layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
-    h = h + arch.linear(_attend(q, k, v, lay, arch), layer.self_attn.o_proj.weight)
+    h = h + arch.project(_attend(q, k, v, lay, arch), layer.self_attn.o_proj)
     return _mlp(layer, h, arch)
 
 
@@ -203,7 +216,7 @@ def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
     o = arch.sdpa(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
                   _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask)
-    h = h[lay.out_rows] + arch.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
+    h = h[lay.out_rows] + arch.project(_packed(o)[lay.out_slot], layer.self_attn.o_proj)
     return _mlp(layer, h, arch)
 
 
@@ -221,7 +234,7 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits).
     head (train/chunked.py, not with exact): logprobs from the final hidden states, no logits."""
     if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
-            or not any(e.tokens_out for e in episodes)):
+            or not any(e.tokens_out for e in episodes) or (exact and has_lora(model))):
         return None
     check_temperature(temperature)
     cfg, inner = model.config, model.model
