@@ -1,6 +1,6 @@
 """`posttrain rl` with the trainer transforms (optim.lora_rank, optim.logprob_chunk,
-optim.compute_dtype): the run records them, its engine serves the merged policy, and its final
-checkpoint is a plain HF model with the adapters merged."""
+optim.compute_dtype): the run records them and its final checkpoint is a plain HF model with
+the adapters merged (the engine's side: tests/train/test_lora.py); misfits are config errors."""
 
 import json
 
@@ -15,7 +15,7 @@ from posttrain.train.precision import resolve_dtype
 
 def _common(tmp_path):
     return [f"runs_dir={json.dumps(str(tmp_path / 'runs'))}", "tasks.kind=copy", "tasks.n_train=4",
-            "tasks.n_eval=2", "policy.sft_steps=2", "rollout.steps=2", "rollout.max_staleness=0"]
+            "tasks.n_eval=0", "policy.sft_steps=2", "rollout.steps=1", "rollout.max_staleness=0"]
 
 
 def test_a_lora_run_records_its_transforms_and_ends_in_a_merged_hf_checkpoint(tmp_path):
@@ -29,8 +29,8 @@ def test_a_lora_run_records_its_transforms_and_ends_in_a_merged_hf_checkpoint(tm
     summary = run_rl(cfg)
     assert summary["trainer"]["compute_dtype"] == resolve_dtype("auto")
     assert summary["trainer"]["lora_rank"] == 4 and summary["trainer"]["logprob_chunk"] == 8
-    assert summary["steps_trained"] == 2 and summary["eval_after"]
-    final = cfg.run_dir / "checkpoints" / "step-000002" / "model"
+    assert summary["steps_trained"] == 1
+    final = cfg.run_dir / "checkpoints" / "step-000001" / "model"
     model = AutoModelForCausalLM.from_pretrained(final).eval()
     assert not has_lora(model)
     ids = torch.tensor([[1, 5, 9, 12, 30, 7]])
