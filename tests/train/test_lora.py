@@ -150,5 +150,11 @@ def test_the_checkpoint_is_a_plain_hf_model_with_the_adapters_merged(tmp_path):
     with torch.no_grad():
         assert torch.allclose(token_logprobs(loaded, b.input_ids, b.attention_mask),
                               token_logprobs(model, b.input_ids, b.attention_mask), atol=1e-5)
+    resumed = _model()
+    again = PolicyTrainer(resumed, 0, LORA)
+    load_checkpoint(path, resumed, again)
+    assert all(torch.equal(a, c) for a, c in zip(resumed.state_dict().values(), model.state_dict().values()))
+    assert again.optimizer.state_dict()["state"].keys() == trainer.optimizer.state_dict()["state"].keys()
+    (path / "adapters.safetensors").unlink()
     with pytest.raises(PosttrainError, match="LoRA"):
-        load_checkpoint(path, model, trainer)
+        load_checkpoint(path, resumed, again)

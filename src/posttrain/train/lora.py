@@ -3,12 +3,17 @@
 W frozen, A [r, in] random and B [out, r] zero, so the first forward is the base model's.
 Only A and B train.
 
-Engines and checkpoints never see adapters: `serving_state` gives the merged weights
+Engines and served checkpoints never see adapters: `serving_state` gives the merged weights
 W + (alpha / r) B A under the plain model's names, which the rollout engine loads on every
 weight update (rollout/weights.py) and checkpoints write as an ordinary HF directory.
+For resume, a checkpoint also holds its adapters (adapters.safetensors), and the run's frozen
+base is written once beside its checkpoints (checkpoints/lora_base.safetensors).
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import torch
 
@@ -67,3 +72,35 @@ def adapter_output(module, x: torch.Tensor) -> torch.Tensor | None:
 
 def has_lora(model) -> bool:
     return bool(_lora_layers(model))
+
+
+def _unique(state: dict) -> dict:
+    """One name per storage (a tied lm_head is embed_tokens), contiguous, for safetensors."""
+    seen, out = set(), {}
+    for name, value in state.items():
+        if value.data_ptr() not in seen:
+            seen.add(value.data_ptr())
+            out[name] = value.detach().contiguous()
+    return out
+
+
+def save_adapters(model, step_dir: Path) -> None:
+    """adapters.safetensors into a checkpoint being written; the frozen base (every other
+    tensor, under the wrapped names) once per run, as checkpoints/lora_base.safetensors."""
+    from safetensors.torch import save_file
+
+    state = model.state_dict()
+    save_file(_unique({k: v for k, v in state.items() if ".lora_" in k}), str(step_dir / "adapters.safetensors"))
+    base = step_dir.parent / "lora_base.safetensors"
+    if not base.is_file():  # the base never trains: the first checkpoint's is every one's
+        tmp = base.with_suffix(".tmp")
+        save_file(_unique({k: v for k, v in state.items() if ".lora_" not in k}), str(tmp))
+        os.replace(tmp, base)
+
+
+def load_adapters(step_dir: Path) -> dict[str, torch.Tensor]:
+    """The unmerged weights of a checkpoint (its adapters and the run's base), wrapped names."""
+    from safetensors.torch import load_file
+
+    return load_file(str(step_dir.parent / "lora_base.safetensors")) | \
+        load_file(str(step_dir / "adapters.safetensors"))
