@@ -62,7 +62,8 @@ def test_a_lora_run_resumes_exactly(tmp_path):
     same metrics and the same final weights (the adapters and the base come back unmerged)."""
     from safetensors.torch import load_file
 
-    base = [f"runs_dir={json.dumps(str(tmp_path / 'runs'))}", "threads=1", "tasks.kind=copy", "tasks.n_train=6",
+    base = [f"runs_dir={json.dumps(str(tmp_path / 'runs'))}", "threads=1", "tasks.kind=copy",
+            "tasks.n_train=6",
             "tasks.n_eval=0", "tasks.max_tokens=4", "policy.sft_steps=0", "policy.vocab_size=300",
             "rollout.steps=3", "rollout.max_staleness=0", "rollout.groups_per_step=2", "rollout.group_size=3",
             "rollout.checkpoint_every=1", "rollout.overprovision=1", "optim.lora_rank=4"]

@@ -57,7 +57,8 @@ def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
     if cfg.policy.init != "scratch":
         model, tokenizer = load_policy(cfg.policy.init)
         if cfg.policy.hf_sft_steps:
-            _sft(cfg, model, tokenizer.pad_token_id, corpus_and_demos()[1](tokenizer), cfg.policy.hf_sft_steps,
+            demos = corpus_and_demos()[1](tokenizer)
+            _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps,
                  compute_dtype=cfg.optim.compute_dtype, logprob_chunk=cfg.optim.logprob_chunk)
         return model, tokenizer
     corpus, demos_of = corpus_and_demos()

@@ -90,7 +90,8 @@ def save_adapters(model, step_dir: Path) -> None:
     from safetensors.torch import save_file
 
     state = model.state_dict()
-    save_file(_unique({k: v for k, v in state.items() if ".lora_" in k}), str(step_dir / "adapters.safetensors"))
+    adapters = {k: v for k, v in state.items() if ".lora_" in k}
+    save_file(_unique(adapters), str(step_dir / "adapters.safetensors"))
     base = step_dir.parent / "lora_base.safetensors"
     if not base.is_file():  # the base never trains: the first checkpoint's is every one's
         tmp = base.with_suffix(".tmp")

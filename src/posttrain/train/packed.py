@@ -191,8 +191,8 @@ def _qkv(layer, h, cos, sin, arch: Arch):
     """Normed rows -> q [R, H, D], k and v [R, KV, D], rotated; q/k/v as one matmul."""
     heads, kv_heads, d = arch.heads, arch.kv_heads, arch.head_dim
     attn = layer.self_attn
-    qk, v = arch.project(rms_norm(h, layer.input_layernorm.weight, arch.eps),
-                         attn.q_proj, attn.k_proj, attn.v_proj).split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
+    qkv = arch.project(rms_norm(h, layer.input_layernorm.weight, arch.eps), attn.q_proj, attn.k_proj, attn.v_proj)
+    qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = rotary(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
 
