@@ -116,11 +116,12 @@ def build_tiny_model(vocab_size: int, preset: str = "tiny", seed: int = 0, **ove
     return model.to(torch.float32).eval()
 
 
-def save_policy(model, tokenizer, directory: str | Path) -> Path:
-    """Write an HF checkpoint directory (config.json, model.safetensors, tokenizer files)."""
+def save_policy(model, tokenizer, directory: str | Path, state_dict: dict | None = None) -> Path:
+    """Write an HF checkpoint directory (config.json, model.safetensors, tokenizer files);
+    state_dict: the weights to write in place of the model's own (e.g. LoRA merged)."""
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    model.save_pretrained(path, state_dict=state_dict)
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
     return path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from posttrain.agent.config import AgentConfig
 from posttrain.config_base import StrictModel
@@ -53,6 +53,15 @@ class QuickstartConfig(StrictModel):
     @property
     def run_dir(self) -> Path:
         return Path(self.runs_dir) / self.name
+
+    @model_validator(mode="after")
+    def _no_adapters(self):
+        # The quickstart's engine generates from the trained model itself (no publish of merged
+        # weights), so it would serve the base; LoRA is for `posttrain rl` (docs/train.md).
+        if self.sft.optim.lora_rank or self.rl.optim.lora_rank:
+            raise ValueError("the quickstart trains every parameter: LoRA (optim.lora_rank) is for "
+                             "`posttrain rl`")
+        return self
 
 
 # A short run for tests and smoke checks: same code, smaller numbers.

@@ -203,4 +203,5 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
     return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
-            "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit()}
+            "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),
+            "trainer": getattr(trainer, "setup", {})}

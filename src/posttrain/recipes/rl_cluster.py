@@ -32,7 +32,10 @@ def make_trainer(cfg: RLRunConfig, model, pad_id: int, run_dir: Path):
     """One PolicyTrainer in this process, or `cluster.trainer_ranks` FSDP2 ranks on Ray."""
     c = cfg.cluster
     if c.trainer_ranks == 1:
-        return PolicyTrainer(model, pad_id, cfg.optim)
+        # exact logprobs are the fp32 engine's bits: "auto" resolves to fp32 with them
+        exact_fp32 = cfg.algo.exact_logprobs and cfg.optim.compute_dtype == "auto"
+        optim = cfg.optim.model_copy(update={"compute_dtype": "fp32"}) if exact_fp32 else cfg.optim
+        return PolicyTrainer(model, pad_id, optim)
     if c.executor != "ray":
         raise PosttrainError("cluster.trainer_ranks > 1 runs the ranks as Ray actors: "
                              "set cluster.executor = \"ray\"")

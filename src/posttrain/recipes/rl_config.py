@@ -15,6 +15,7 @@ from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
+from posttrain.train.precision import ComputeDtype
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
@@ -50,6 +51,7 @@ class RLOptimConfig(OptimConfig):
     lr: float = Field(1e-3, gt=0)
     micro_batch: int = Field(32, ge=1)
     fused: bool = True
+    compute_dtype: ComputeDtype = "auto"   # bf16 where the CPU is fast at it (train/precision.py)
 
 
 class RLRunConfig(StrictModel):
@@ -88,6 +90,15 @@ class RLRunConfig(StrictModel):
                              "the engine replicas are actors of their own (cluster.engine_replicas)")
         # The batch_invariant engine half of algo.exact_logprobs exists only in the embedded
         # engine (recipes/rl_engines.py); Ray replicas and vLLM servers would not be exact.
+        if self.algo.exact_logprobs and self.optim.compute_dtype == "bf16":
+            raise ValueError('algo.exact_logprobs computes the trainer\'s logprobs in fp32: set '
+                             'optim.compute_dtype = "fp32" or "auto"')
+        if self.algo.exact_logprobs and self.optim.lora_rank:
+            raise ValueError("algo.exact_logprobs matches the engine's merged weights bit for bit only "
+                             "without adapters: set optim.lora_rank = 0")
+        if self.cluster.trainer_ranks > 1 and (self.optim.lora_rank or self.optim.logprob_chunk):
+            raise ValueError("optim.lora_rank and optim.logprob_chunk run on one trainer process "
+                             "(cluster.trainer_ranks = 1)")
         if self.algo.exact_logprobs and (kind == "vllm" or self.cluster.executor != "local"):
             raise ValueError('algo.exact_logprobs needs the embedded engine (engines.kind = "embedded" '
                              'or "process") and cluster.executor = "local"')

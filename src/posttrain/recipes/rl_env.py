@@ -36,10 +36,13 @@ class RunParts(NamedTuple):
     domain_ids: list[list[str]]
 
 
-def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int) -> None:
+def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int, **transforms) -> None:
+    """transforms: OptimConfig's compute_dtype / logprob_chunk for the warm start (never LoRA:
+    the engines copy this model as it is)."""
     from posttrain.train.trainer import OptimConfig, PolicyTrainer
 
-    trainer = PolicyTrainer(model, pad_id, OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32))
+    optim = OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32, **transforms)
+    trainer = PolicyTrainer(model, pad_id, optim)
     rng = random.Random(cfg.seed)
     for _ in range(steps):
         trainer.sft_step(rng.sample(demos, min(cfg.policy.sft_batch, len(demos))))
@@ -54,7 +57,9 @@ def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
     if cfg.policy.init != "scratch":
         model, tokenizer = load_policy(cfg.policy.init)
         if cfg.policy.hf_sft_steps:
-            _sft(cfg, model, tokenizer.pad_token_id, corpus_and_demos()[1](tokenizer), cfg.policy.hf_sft_steps)
+            demos = corpus_and_demos()[1](tokenizer)
+            _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps,
+                 compute_dtype=cfg.optim.compute_dtype, logprob_chunk=cfg.optim.logprob_chunk)
         return model, tokenizer
     corpus, demos_of = corpus_and_demos()
     tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)

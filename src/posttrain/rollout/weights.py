@@ -12,6 +12,7 @@ import threading
 import time
 
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.train.lora import serving_state
 from posttrain.types import Completion
 
 
@@ -61,7 +62,12 @@ class LockedEngine(Engine):
 
     def _state_of(self, model) -> dict:
         """model.state_dict(), built again only when a parameter was replaced: its tensors share
-        storage with the parameters, which optimizers update in place."""
+        storage with the parameters, which optimizers update in place. A model with LoRA
+        adapters gives its merged weights, computed afresh (train/lora.py): engines serve the
+        current policy without knowing of adapters."""
+        merged = serving_state(model)
+        if merged is not None:
+            return merged
         ptrs = [p.data_ptr() for p in model.parameters()]
         if self._state_key != (id(model), ptrs):
             self._state, self._state_key = model.state_dict(), (id(model), ptrs)

@@ -5,7 +5,9 @@ mid-save leaves the previous checkpoint intact.
 
 Layout: RUN/checkpoints/step-000004/{model/, trainer.pt, rng.pt, pipeline.json}; RUN/checkpoints/latest.
 With trainer ranks, `dcp/` (a Distributed Checkpoint of model and optimizer, sharded) takes
-the place of trainer.pt and loads on any rank count.
+the place of trainer.pt and loads on any rank count. With LoRA adapters, model/ holds the
+merged weights (a plain HF model) and adapters.safetensors the adapters; the frozen base lies
+once in RUN/checkpoints/lora_base.safetensors (train/lora.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 
 import torch
 
+from posttrain.errors import PosttrainError
 from posttrain.models.tiny import save_policy
+from posttrain.train.lora import has_lora, load_adapters, save_adapters, serving_state
 
 
 def _rng_state() -> dict:
@@ -32,7 +36,9 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer, state: 
     tmp = root / f".tmp-step-{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_policy(model, tokenizer, tmp / "model")
+    save_policy(model, tokenizer, tmp / "model", serving_state(model))  # LoRA: merged, plain HF
+    if has_lora(model):  # and, to resume, the adapters (and once the base) unmerged
+        save_adapters(model, tmp)
     trainer.save_state(tmp)  # trainer.pt, or each rank's shards under dcp/
     torch.save(_rng_state(), tmp / "rng.pt")
     (tmp / "pipeline.json").write_text(json.dumps(state))
@@ -57,7 +63,10 @@ def load_checkpoint(path: Path, model, trainer) -> dict:
     """Load weights, optimizer and RNG states in place; returns the pipeline state."""
     from safetensors.torch import load_file
 
-    weights = load_file(str(path / "model" / "model.safetensors"))
+    lora = has_lora(model)
+    if lora and not (path / "adapters.safetensors").is_file():
+        raise PosttrainError(f"{path}: the run has LoRA adapters (optim.lora_rank), the checkpoint none")
+    weights = load_adapters(path) if lora else load_file(str(path / "model" / "model.safetensors"))
     missing, _ = model.load_state_dict(weights, strict=False)
     if any(not k.endswith("lm_head.weight") for k in missing):  # tied embeddings are not saved
         raise RuntimeError(f"checkpoint {path} misses weights: {missing[:3]}")

@@ -32,7 +32,9 @@ from posttrain.kernels.exact_attention import exact_sdpa
 from posttrain.kernels.exact_linear import exact_linear
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.train.batch import right_pad
-from posttrain.train.logprobs import check_temperature, continuation_logprobs
+from posttrain.train.chunked import head_logprobs
+from posttrain.train.logprobs import check_temperature, continuation_logprobs, placed
+from posttrain.train.lora import adapter_output, base_linear, has_lora
 from posttrain.train.prefix import distinct_prompts
 from posttrain.types import Episode
 
@@ -45,7 +47,16 @@ def supports(model) -> bool:
             and getattr(cfg, "hidden_act", "silu") == "silu"
             and not getattr(cfg, "mlp_bias", False)
             and not getattr(cfg, "use_sliding_window", False)
-            and next(model.parameters()).dtype == torch.float32)
+            and next(model.parameters()).dtype == torch.float32
+            and _plain_linears(model.model.layers[0]))
+
+
+def _plain_linears(layer) -> bool:
+    """Its projections are nn.Linear (read here by weight), each maybe wrapped in a LoRA adapter."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return all(type(base_linear(m)) is torch.nn.Linear
+               for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj, mlp.gate_proj, mlp.up_proj,
+                         mlp.down_proj))
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,19 @@ class Arch:
         """F.linear; exact: the engine's packed kernel (kernels/exact_linear.py), whose bits do not
         depend on the row or thread count (F.linear's do), on concatenated weights as well."""
         return exact_linear(x, w, b) if self.exact else F.linear(x, w, b)
+
+    def project(self, x: torch.Tensor, *projs) -> torch.Tensor:
+        """x through the projections side by side: one matmul over their concatenated weights
+        (and biases), plus each one's LoRA term s B A x where it has adapters (train/lora.py)."""
+        bases = [base_linear(p) for p in projs]
+        w = bases[0].weight if len(bases) == 1 else torch.cat([b.weight for b in bases])
+        b = None if bases[0].bias is None else torch.cat([b.bias for b in bases])
+        y = self.linear(x, w, b)
+        terms = [adapter_output(p, x) for p in projs]
+        if all(t is None for t in terms):
+            return y
+        return y + torch.cat([x.new_zeros(len(x), base.out_features) if t is None else t
+                              for t, base in zip(terms, bases)], dim=-1)
 
 
 @dataclass
@@ -167,24 +191,22 @@ def _qkv(layer, h, cos, sin, arch: Arch):
     """Normed rows -> q [R, H, D], k and v [R, KV, D], rotated; q/k/v as one matmul."""
     heads, kv_heads, d = arch.heads, arch.kv_heads, arch.head_dim
     attn = layer.self_attn
-    w = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-    b = None if attn.q_proj.bias is None else torch.cat([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias])
-    qk, v = arch.linear(rms_norm(h, layer.input_layernorm.weight, arch.eps), w, b).split(
-        [(heads + kv_heads) * d, kv_heads * d], dim=-1)
+    qkv = arch.project(rms_norm(h, layer.input_layernorm.weight, arch.eps), attn.q_proj, attn.k_proj, attn.v_proj)
+    qk, v = qkv.split([(heads + kv_heads) * d, kv_heads * d], dim=-1)
     q, k = rotary(qk.view(-1, heads + kv_heads, d), cos, sin).split([heads, kv_heads], dim=1)
     return q, k, v.view(-1, kv_heads, d)
 
 
 def _mlp(layer, h: torch.Tensor, arch: Arch) -> torch.Tensor:
     mlp = layer.mlp
-    gate, up = arch.linear(rms_norm(h, layer.post_attention_layernorm.weight, arch.eps),
-                           torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])).chunk(2, dim=-1)
-    return h + arch.linear(F.silu(gate) * up, mlp.down_proj.weight)
+    gate, up = arch.project(rms_norm(h, layer.post_attention_layernorm.weight, arch.eps),
+                            mlp.gate_proj, mlp.up_proj).chunk(2, dim=-1)
+    return h + arch.project(F.silu(gate) * up, mlp.down_proj)
 
 
 def _layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
-    h = h + arch.linear(_attend(q, k, v, lay, arch), layer.self_attn.o_proj.weight)
+    h = h + arch.project(_attend(q, k, v, lay, arch), layer.self_attn.o_proj)
     return _mlp(layer, h, arch)
 
 
@@ -194,7 +216,7 @@ def _last_layer(layer, h, cos, sin, lay: Layout, arch: Arch) -> torch.Tensor:
     q, k, v = _qkv(layer, h, cos, sin, arch)
     o = arch.sdpa(_per_sequence(q, lay.logit_rows), _per_sequence(k, lay.key_rows),
                   _per_sequence(v, lay.key_rows), attn_mask=lay.logit_mask)
-    h = h[lay.out_rows] + arch.linear(_packed(o)[lay.out_slot], layer.self_attn.o_proj.weight)
+    h = h[lay.out_rows] + arch.project(_packed(o)[lay.out_slot], layer.self_attn.o_proj)
     return _mlp(layer, h, arch)
 
 
@@ -203,15 +225,16 @@ def _logits(model, h: torch.Tensor, arch: Arch) -> torch.Tensor:
 
 
 def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
-                    trim: bool = True, exact: bool = False) -> torch.Tensor | None:
+                    trim: bool = True, exact: bool = False, head=None) -> torch.Tensor | None:
     """[N, T] logprobs of the tokens the model sampled after each episode's prompt, as
     `token_logprobs` over `collate(episodes)` gives, 0 elsewhere (prompt, observations,
     padding); None when the model is not covered, an episode has no prompt or nothing after
     it, or nothing in the batch was sampled. trim=False runs the last layer on every row and
     takes logits at every continuation slot (the same numbers up to float rounding).
-    exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits)."""
+    exact=True: attention in float64, rounded once (a batch-invariant fp32 engine's bits).
+    head (train/chunked.py, not with exact): logprobs from the final hidden states, no logits."""
     if (not supports(model) or any(not 0 < e.prompt_len < len(e.tokens) for e in episodes)
-            or not any(e.tokens_out for e in episodes)):
+            or not any(e.tokens_out for e in episodes) or (exact and has_lora(model))):
         return None
     check_temperature(temperature)
     cfg, inner = model.config, model.model
@@ -225,9 +248,15 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     *layers, last = inner.layers
     for layer in layers:
         h = _layer(layer, h, cos, sin, lay, arch)
+    width = max(len(e.tokens) for e in episodes)
+    if head is not None:
+        out = _last_layer(last, h, cos, sin, lay, arch)[lay.slot_out] if trim else \
+            _layer(last, h, cos, sin, lay, arch)[lay.logit_rows]
+        hidden = rms_norm(out, inner.norm.weight, arch.eps)
+        lp = head_logprobs(head, hidden, model.lm_head.weight, lay.targets, lay.valid, temperature)
+        return placed(lp, lay.tail_pos, width)
     if trim:  # the last layer and the logits only on the distinct rows that make logits
         logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch), arch)[lay.slot_out]
     else:
         logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows], arch)
-    return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos,
-                                 max(len(e.tokens) for e in episodes), temperature)
+    return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos, width, temperature)

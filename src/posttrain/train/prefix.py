@@ -15,7 +15,8 @@ import inspect
 import torch
 
 from posttrain.train.batch import right_pad
-from posttrain.train.logprobs import check_temperature, continuation_logprobs
+from posttrain.train.chunked import head_logprobs
+from posttrain.train.logprobs import check_temperature, continuation_logprobs, output_weight, placed
 from posttrain.types import Episode
 
 
@@ -34,10 +35,11 @@ def _cache_kwarg(model) -> str:
 
 
 def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
-                           temperature: float = 1.0) -> torch.Tensor | None:
+                           temperature: float = 1.0, head=None) -> torch.Tensor | None:
     """[N, T] as `token_logprobs` over `collate(episodes)` gives on the tokens after each
     prompt (0 on the prompt and on padding), or None when no two episodes share a prompt
-    or an episode has no prompt or nothing after it."""
+    or an episode has no prompt or nothing after it. head (train/chunked.py): the logprobs
+    from the final hidden states, no logits."""
     if any(not 0 < e.prompt_len < len(e.tokens) for e in episodes):
         return None
     prompts, index = distinct_prompts(episodes)
@@ -46,18 +48,23 @@ def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
     check_temperature(temperature)
     idx = torch.tensor(index)
     prompt_ids, _ = right_pad(prompts, pad_id)
-    head = model(input_ids=prompt_ids, use_cache=True)  # right-padded: the causal mask suffices
+    # With a head, the decoder's final hidden states stand where the logits were.
+    forward, out = (model, "logits") if head is None else (model.model, "last_hidden_state")
+    first_out = forward(input_ids=prompt_ids, use_cache=True)  # right-padded: the causal mask suffices
     kwarg = _cache_kwarg(model)
-    cache = getattr(head, kwarg)
+    cache = getattr(first_out, kwarg)
     cache.reorder_cache(idx)  # one copy of its prompt's keys and values per episode
     p_len = torch.tensor([len(p) for p in prompts])[idx]
     tail_ids, tail_mask = right_pad([e.tokens[e.prompt_len:] for e in episodes], pad_id)
     width = tail_ids.shape[1]
     seen = torch.arange(prompt_ids.shape[1])[None, :] < p_len[:, None]  # real prompt positions
     positions = p_len[:, None] + torch.arange(width)[None, :]
-    tail = model(input_ids=tail_ids, attention_mask=torch.cat([seen.long(), tail_mask], dim=1),
-                 position_ids=positions, **{kwarg: cache})
-    first = head.logits[idx, p_len - 1]  # predicts each episode's first token after its prompt
-    logits = torch.cat([first[:, None], tail.logits[:, :-1]], dim=1).float()
-    return continuation_logprobs(logits, tail_ids, tail_mask, positions,
-                                 max(len(e.tokens) for e in episodes), temperature)
+    tail = forward(input_ids=tail_ids, attention_mask=torch.cat([seen.long(), tail_mask], dim=1),
+                   position_ids=positions, **{kwarg: cache})
+    first = getattr(first_out, out)[idx, p_len - 1]  # predicts each episode's first token after its prompt
+    states = torch.cat([first[:, None], getattr(tail, out)[:, :-1]], dim=1)
+    n_cols = max(len(e.tokens) for e in episodes)
+    if head is not None:
+        lp = head_logprobs(head, states, output_weight(model), tail_ids, tail_mask, temperature)
+        return placed(lp, positions, n_cols)
+    return continuation_logprobs(states.float(), tail_ids, tail_mask, positions, n_cols, temperature)

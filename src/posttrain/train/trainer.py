@@ -22,7 +22,10 @@ from posttrain.train.losses import (
     masked_mean,
     sft_loss,
 )
+from posttrain.train.chunked import ChunkedHead
+from posttrain.train.lora import LORA_TARGETS, apply_lora
 from posttrain.train.mismatch import mismatch_stats
+from posttrain.train.precision import ComputeDtype, compute_context, resolve_dtype
 from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.types import Episode
@@ -38,6 +41,16 @@ class OptimConfig(StrictModel):
     # faster, rounds differently. Off for SFT here (the quickstart's warm start is
     # calibrated on the loop), on for the RL recipes.
     fused: bool = False
+    # Transforms chosen once when the trainer is built (docs/train.md, "Trainer transforms"):
+    # bf16 autocast over fp32 master weights ("auto": bf16 where the CPU has AVX-512-BF16/AMX);
+    compute_dtype: ComputeDtype = "fp32"
+    # logprobs from the final hidden states this many tokens at a time, never the whole
+    # [tokens x vocab] logits (train/chunked.py); 0: the full logits;
+    logprob_chunk: int = Field(0, ge=0)
+    # LoRA adapters (PEFT) of this rank on lora_targets, only they train; 0: every parameter.
+    lora_rank: int = Field(0, ge=0)
+    lora_alpha: float = Field(16.0, gt=0)
+    lora_targets: tuple[str, ...] = LORA_TARGETS
 
 
 class RLConfig(StrictModel):
@@ -93,8 +106,16 @@ class PolicyTrainer:
     """Holds the model being trained, its optimizer and an optional frozen reference."""
 
     def __init__(self, model, pad_id: int, optim: OptimConfig, ref_model=None):
+        if optim.lora_rank:
+            model = apply_lora(model, optim.lora_rank, optim.lora_alpha, optim.lora_targets)
         self.model, self.pad_id, self.optim_cfg, self.ref_model = model, pad_id, optim, ref_model
-        self.params = list(model.parameters())
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.compute_dtype = resolve_dtype(optim.compute_dtype)
+        self._compute = compute_context(self.compute_dtype, next(model.parameters()).device.type)
+        self.head = ChunkedHead(optim.logprob_chunk) if optim.logprob_chunk else None
+        # What the run records of the transforms (summary.json "trainer").
+        self.setup = {"compute_dtype": self.compute_dtype, "logprob_chunk": optim.logprob_chunk,
+                      "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params)}
         self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
                                            weight_decay=optim.weight_decay, fused=optim.fused or None)
 
@@ -142,7 +163,8 @@ class PolicyTrainer:
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
-            loss, part = loss_fn(batch, eps)
+            with self._compute():
+                loss, part = loss_fn(batch, eps)
             share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
                      else len(eps) / n_seqs)
             (loss * share).backward()
@@ -161,20 +183,23 @@ class PolicyTrainer:
     def sft_step(self, episodes: list[Episode]) -> dict:
         """One step of next-token loss on the masked (reply) tokens of demonstrations."""
         def loss_fn(b: Batch, _episodes):
-            lp = token_logprobs(self.model, b.input_ids, b.attention_mask)
+            lp = token_logprobs(self.model, b.input_ids, b.attention_mask, head=self.head)
             loss = sft_loss(lp, b.loss_mask)
             return loss, {"loss": loss.item()}
         return self._step(loss_fn, episodes, None)
 
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         lp = None
+        head = None if cfg.exact_logprobs else self.head  # exact: the engine's bits, full logits
         if cfg.packed:
-            lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer, cfg.exact_logprobs)
+            lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer, cfg.exact_logprobs,
+                                 head)
         if lp is None and cfg.exact_logprobs:  # the HF forward, whose exact bits are tested
             return exact_token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
         if lp is None and cfg.share_prefix:
-            lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature)
-        return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
+            lp = shared_prefix_logprobs(model, episodes, self.pad_id, cfg.temperature, head)
+        return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask,
+                                                        cfg.temperature, head)
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,

@@ -1,0 +1,33 @@
+"""The trainer's compute dtype: bf16 autocast around the forward, with fp32 master weights and
+an fp32 optimizer, where the CPU has native bf16 matmuls (AVX-512-BF16 or AMX-BF16); fp32
+elsewhere. Chosen once when the trainer is built (OptimConfig.compute_dtype)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Callable, Literal
+
+import torch
+
+from posttrain.machine import cpu_info
+
+ComputeDtype = Literal["auto", "fp32", "bf16"]
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def resolve_dtype(setting: ComputeDtype, flags: str | None = None) -> str:
+    """"fp32" or "bf16": the setting, or for "auto" bf16 where `flags` (this CPU's, from
+    /proc/cpuinfo, unless given) include AVX-512-BF16 or AMX-BF16."""
+    if setting != "auto":
+        return setting
+    present = set((cpu_info()["all_flags"] if flags is None else flags).split())
+    return "bf16" if present & set(BF16_FLAGS) else "fp32"
+
+
+def compute_context(dtype: str, device: str = "cpu") -> Callable[[], contextlib.AbstractContextManager]:
+    """A factory of the context the forward runs in: autocast to bf16, or nothing (fp32). The
+    parameters and the optimizer stay fp32; the backward follows the ops autocast recorded."""
+    if dtype == "bf16":
+        return functools.partial(torch.autocast, device, dtype=torch.bfloat16)
+    return contextlib.nullcontext
