@@ -52,8 +52,7 @@ def test_exact_logprobs_resolve_auto_to_fp32():
     from posttrain.models.tiny import build_tiny_model
     from posttrain.recipes.rl_cluster import make_trainer
 
-    cfg = load_rl_config(None, ["algo.exact_logprobs=true"])
-    assert cfg.optim.compute_dtype == "auto"
+    cfg = load_rl_config(None, ["algo.exact_logprobs=true", "optim.compute_dtype=auto"])
     assert make_trainer(cfg, build_tiny_model(300), 0, None).setup["compute_dtype"] == "fp32"
 
 

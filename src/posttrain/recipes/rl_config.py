@@ -51,7 +51,9 @@ class RLOptimConfig(OptimConfig):
     lr: float = Field(1e-3, gt=0)
     micro_batch: int = Field(32, ge=1)
     fused: bool = True
-    compute_dtype: ComputeDtype = "auto"   # bf16 where the CPU is fast at it (train/precision.py)
+    # fp32 by default: the tiny model's results are fp32 and its small matmuls gain nothing from
+    # bf16; "auto" (bf16 where the CPU is fast at it, train/precision.py) is for real models.
+    compute_dtype: ComputeDtype = "fp32"
 
 
 class RLRunConfig(StrictModel):
