@@ -117,3 +117,8 @@ def test_a_short_run_reports_paired_held_out_scores_and_writes_an_hf_policy(tmp_
     policy = AutoModelForCausalLM.from_pretrained(s["policy"])
     start = AutoModelForCausalLM.from_pretrained(checkpoint)
     assert policy.state_dict().keys() == start.state_dict().keys()
+
+
+def test_the_example_config_reads():
+    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_instruct.toml"))
+    assert cfg.tasks.kind == "single-turn" and cfg.rollout.group_size == 8 and cfg.policy.init.endswith("smollm2-135m-instruct")
