@@ -39,6 +39,12 @@ def rl(
             metric = "pass@1" if "pass_at_1" in e else "reward"
             value = e.get("pass_at_1", e.get("reward_mean"))
             console.print(f"held-out {metric} {label} = {value:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}]")
+    if "paired_diff" in s:
+        console.print(f"held-out strict before = {s['heldout_strict_before']:.3f}, after = {s['heldout_strict_after']:.3f}; "
+                      f"after - before (paired) = {s['paired_diff']:+.3f} [{s['paired_ci_low']:+.3f}, "
+                      f"{s['paired_ci_high']:+.3f}]; report: {cfg.run_dir / 'report.html'}")
+    if "policy" in s:
+        console.print(f"final policy (HF checkpoint): {s['policy']}")
     console.print(f"{s['trajectories']} trajectories in {s['wall_s']:.0f} s; metrics: {cfg.run_dir / 'metrics.jsonl'}")
 
 

@@ -134,7 +134,7 @@ def sandbox_tasks(cfg, run_dir: Path, warn: Warn = log.warning) -> RunTasks:
         raise ConfigError(f"task ids repeat across domains: {dup[:3]}")
     if single := [t.id for tasks in per_domain for t in tasks if t.single_turn]:
         raise ConfigError(f"single-turn tasks (e.g. {single[0]}) have no sandbox verifier: train on "
-                          "them as prompts (rollout.single_turn.task_prompts), not as sandbox tasks")
+                          'them as prompts (tasks.kind = "single-turn"), not as sandbox tasks')
     return held_out(cfg, run_dir, per_domain, warn)
 
 

@@ -1,4 +1,5 @@
-"""report.html for a quickstart run: self-contained (plots inlined as PNG), no server."""
+"""report.html for a quickstart run, and for a `posttrain rl` run on single-turn tasks:
+self-contained (plots inlined as PNG), no server."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _reward_curve(history: list[dict]) -> str:
+def _reward_curve(history: list[dict], second: tuple[str, str] = ("zero_variance_groups",
+                                                                  "zero-variance groups")) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     steps = [h["step"] for h in history]
     ax.plot(steps, [h["reward_mean"] for h in history], marker="o", label="reward mean")
-    ax.plot(steps, [h["zero_variance_groups"] for h in history], ls="--",
-            label="zero-variance groups")
+    ax.plot(steps, [h.get(second[0], float("nan")) for h in history], ls="--", label=second[1])
     ax.set_xlabel("GRPO step")
     ax.set_ylim(-0.02, 1.02)
     ax.legend()
@@ -83,6 +84,43 @@ p = {summary['paired_p']:.2g}: {_verdict(summary)}</p>
 <img src="data:image/png;base64,{_pass_rates(summary)}">
 <h2>GRPO reward</h2>{curve}
 <h2>Example held-out transcripts (after RL)</h2><pre>{example}</pre>
+</body></html>"""
+    out = run_dir / "report.html"
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def _verdict_rl(s: dict) -> str:
+    if s["paired_ci_low"] > 0:
+        return "RL improved the held-out score (the interval excludes 0)."
+    if s["paired_ci_high"] < 0:
+        return "RL made the held-out score worse (the interval excludes 0)."
+    return "no difference shown (the interval includes 0)."
+
+
+def write_rl_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
+    """report.html of `posttrain rl` on single-turn tasks: greedy held-out partial and strict
+    scores before and after, their paired difference, the training reward curve."""
+    s, b, a = summary, summary["eval_before"], summary["eval_after"]
+    curve = f'<img src="data:image/png;base64,{_reward_curve(history, ("pass_rate", "all constraints met"))}">' \
+        if history else "(no steps)"
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>posttrain rl</title>
+<style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}}
+td,th{{padding:4px 10px;border-bottom:1px solid #ddd}}</style></head><body>
+<h1>posttrain rl: {html.escape(run_dir.name)}</h1>
+<p>{s['steps']} steps, {s['trajectories']} trajectories, wall time {s['wall_s']} s, seed {s['seed']},
+on {html.escape(cpu_line(s['cpu']))}</p>
+<h2>Held-out score (greedy, one reply per task)</h2>
+<table><tr><th></th><th>partial (fraction of constraints met)</th><th>95% CI</th><th>strict (all met)</th><th>tasks</th></tr>
+<tr><td>before RL</td><td>{b['reward_mean']:.3f}</td><td>[{b['ci_low']:.3f}, {b['ci_high']:.3f}]</td>
+<td>{b['strict_mean']:.3f}</td><td>{b['n_tasks']}</td></tr>
+<tr><td>after RL</td><td>{a['reward_mean']:.3f}</td><td>[{a['ci_low']:.3f}, {a['ci_high']:.3f}]</td>
+<td>{a['strict_mean']:.3f}</td><td>{a['n_tasks']}</td></tr></table>
+<p><b>after &minus; before</b>, paired by task: partial {s['paired_diff']:+.3f}, 95% CI
+[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {_verdict_rl(s)}
+Strict {s['paired_strict_diff']:+.3f}, 95% CI [{s['paired_strict_ci_low']:+.3f}, {s['paired_strict_ci_high']:+.3f}].</p>
+<h2>Training reward</h2>{curve}
+<p>Final policy (HF checkpoint directory): <code>{html.escape(str(s.get('policy', '')))}</code></p>
 </body></html>"""
     out = run_dir / "report.html"
     out.write_text(page, encoding="utf-8")

@@ -15,8 +15,6 @@ import copy
 import json
 import random
 import time
-from collections import defaultdict
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -25,7 +23,7 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
-from posttrain.evals.stats import clustered_mean_ci
+from posttrain.machine import cpu_info
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.domains import make_scheduler
 from posttrain.recipes.progress import Phases
@@ -33,12 +31,12 @@ from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_tr
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_engines import rollout_engine
 from posttrain.recipes.rl_env import build_env
-from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
+from posttrain.recipes.rl_heldout import paired_gain, single_turn_eval
+from posttrain.rollout.envs import SandboxEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
 from posttrain.rollout.weights import LockedEngine
-from posttrain.schedule.sampler import GroupJob
 from posttrain.train.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -65,19 +63,7 @@ def evaluate(env, engine, cfg: RLRunConfig, seed: int) -> dict:
         params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
         summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent)
         return summary
-    ci = asdict(clustered_mean_ci(single_turn_scores(env, engine, seed)))
-    return {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-            "n_tasks": ci["n_tasks"], "k": env.group_size}
-
-
-def single_turn_scores(env: SingleTurnEnv, engine, seed: int) -> dict[str, list[float]]:
-    """Each held-out prompt's rewards over its samples (what `evaluate` summarises)."""
-    jobs = [GroupJob(i, i, tid, seed + i) for i, tid in enumerate(env.task_ids)]
-    scores: dict[str, list[float]] = defaultdict(list)
-    for group in env.run(jobs, engine):
-        for e in group:
-            scores[e.task_id].append(e.reward)
-    return dict(scores)
+    return single_turn_eval(env, engine, seed)
 
 
 def _truncate_lines(path: Path, n: int) -> None:
@@ -131,7 +117,14 @@ def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> di
     with removed_on_failure(run_dir, keep=lambda: resume or latest_checkpoint(run_dir) is not None):
         summary = _train(cfg, run_dir, ckpt, console)
     summary["wall_s"] = round(time.perf_counter() - t_start, 1)
+    summary["cpu"] = cpu_info()
+    if (final := latest_checkpoint(run_dir)) is not None and not summary.get("preempted"):
+        summary["policy"] = str(final / "model")  # the final policy, an HF checkpoint directory
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    if "paired_diff" in summary:
+        from posttrain.recipes.report import write_rl_report  # matplotlib: only where a report is drawn
+
+        write_rl_report(run_dir, summary, _rl_history(run_dir / "metrics.jsonl"))
     if not summary.get("preempted") and summary["steps_trained"] == 0:
         statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["episode_statuses"].items()))
         raise PosttrainError(
@@ -140,6 +133,11 @@ def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> di
             "solves none or all of the tasks, or its episodes failed. Summary: "
             f"{run_dir / 'summary.json'}")
     return summary
+
+
+def _rl_history(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return [r for r in map(json.loads, lines) if r.get("phase") == "rl"]
 
 
 def _warn(console):
@@ -201,6 +199,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
         phases.advance("eval")
     return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
+            **paired_gain(extra["eval_before"], after),
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),

@@ -30,14 +30,15 @@ class PolicyConfig(StrictModel):
 
 
 class TasksConfig(StrictModel):
-    kind: Literal["terminal-basics", "copy", "dir"] = "terminal-basics"
-    path: str | None = None                # task directory root for kind = "dir"
-    eval_path: str | None = None           # kind = "dir": held-out tasks (default: the last n_eval)
+    # "single-turn": a directory of single-turn tasks (e.g. the instruct suite), as prompts
+    kind: Literal["terminal-basics", "copy", "dir", "single-turn"] = "terminal-basics"
+    path: str | None = None                # task directory root for kind = "dir" / "single-turn"
+    eval_path: str | None = None           # "dir", "single-turn": held-out tasks (default: the last n_eval)
     n_train: int = Field(48, ge=1)
     n_eval: int = Field(12, ge=0)          # held-out tasks; 0 skips the evals
     eval_samples: int = Field(2, ge=1)
     max_tokens: int = Field(16, ge=1)      # single-turn ("copy") reply budget
-    reward: str = "similarity"             # single-turn reward function
+    reward: str = "similarity"             # "copy": reward function ("single-turn": its suite's scorer)
     chunk_tokens: int | None = Field(None, ge=1)  # single-turn: tokens per generate call
 
 
@@ -78,10 +79,10 @@ class RLRunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _domains_are_sandbox_tasks(self):
-        # [tasks] stands for one implicit domain (recipes/domains.py); "copy" prompts are no domain.
-        if self.domains and self.tasks.kind == "copy":
-            raise ValueError('[[domains]] are sandbox tasks, and tasks.kind = "copy" trains on '
-                             'single-turn prompts: drop the [[domains]] tables or set tasks.kind')
+        # [tasks] stands for one implicit domain (recipes/domains.py); single-turn prompts are no domain.
+        if self.domains and self.tasks.kind in ("copy", "single-turn"):
+            raise ValueError(f'[[domains]] are sandbox tasks, and tasks.kind = "{self.tasks.kind}" trains '
+                             'on single-turn prompts: drop the [[domains]] tables or set tasks.kind')
         return self
 
     @model_validator(mode="after")

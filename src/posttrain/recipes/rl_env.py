@@ -3,7 +3,8 @@ policy (a tiny model warm-started on oracle demonstrations, or an HF checkpoint 
 own chat template).
 
 Task sources and held-out splits: recipes/domains.py (sandbox tasks, one path for [tasks] and
-[[domains]]); tasks.kind = "copy" is single-turn prompts, built here.
+[[domains]]); tasks.kind = "copy" (a built-in phrase-copy task) and "single-turn" (a directory
+of single-turn tasks, e.g. `posttrain tasks generate DIR --suite instruct`) are prompts, built here.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
 from posttrain.errors import ConfigError, PosttrainError
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.recipes.domains import sandbox_tasks
+from posttrain.recipes.domains import read_task_dir, sandbox_tasks
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
-from posttrain.rollout.single_turn import REWARDS, copy_prompts
+from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts
 from posttrain.types import Episode
 
 Warn = Callable[[str], None]
@@ -128,11 +129,59 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
 
 
+def _single_turn_tasks(cfg: RLRunConfig, warn: Warn) -> tuple[list, list]:
+    """(train, held-out) single-turn tasks: tasks.path, and tasks.eval_path or its last n_eval."""
+    t = cfg.tasks
+    if not t.path:
+        raise ConfigError('tasks.kind = "single-turn" needs tasks.path, a directory of single-turn tasks '
+                          "(e.g. from `posttrain tasks generate DIR --suite instruct`)")
+    train = read_task_dir(Path(t.path), "tasks.path", warn)
+    if t.eval_path:
+        return train, read_task_dir(Path(t.eval_path), "tasks.eval_path", warn)
+    if len(train) <= t.n_eval:
+        raise ConfigError(f"{t.path} has {len(train)} tasks: too few to hold out tasks.n_eval = {t.n_eval}; "
+                          "set tasks.eval_path (e.g. a --split heldout directory) or a smaller tasks.n_eval")
+    cut = len(train) - t.n_eval
+    return train[:cut], train[cut:]
+
+
+def _prompts(tasks: list, frame, what: str) -> list:
+    try:
+        return task_prompts(tasks, frame)
+    except ValueError as e:
+        raise ConfigError(f'{what}: tasks.kind = "single-turn" trains on one reply per task; {e} '
+                          '(sandbox tasks: tasks.kind = "dir")') from None
+
+
+def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) -> RunParts:
+    """Envs over a directory of single-turn tasks in the checkpoint's own chat template, scored
+    by the suite's scorer (reward and details: strict, met:FAMILY). The held-out env is greedy,
+    one reply per task: the before/after scores compare like with like."""
+    t = cfg.tasks
+    if cfg.policy.init == "scratch" and resume_from is None:
+        raise ConfigError('tasks.kind = "single-turn" needs policy.init = an HF model directory '
+                          "(e.g. from `posttrain models import`), not \"scratch\"")
+    if cfg.policy.hf_sft_steps:
+        raise ConfigError("policy.hf_sft_steps needs sandbox tasks with solution/steps.json, not single-turn tasks")
+    train_tasks, held_tasks = _single_turn_tasks(cfg, warn)
+    model, tok = _policy(cfg, resume_from, None)
+    frame, end_id = single_turn(tok)
+    train = _prompts(train_tasks, frame, t.path)
+    held = _prompts(held_tasks, frame, t.eval_path or t.path)
+    kw = dict(tokenizer=tok, reward_fn=reply_score, max_tokens=t.max_tokens,
+              max_context=model.config.max_position_embeddings, stop_token_ids=[end_id],
+              chunk_tokens=t.chunk_tokens)
+    env = SingleTurnEnv(train, group_size=cfg.rollout.group_size, temperature=cfg.rollout.temperature, **kw)
+    return RunParts(env, SingleTurnEnv(held, group_size=1, temperature=0.0, **kw), model, tok, [env.task_ids])
+
+
 def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: Warn = lambda s: None) -> RunParts:
     """The train and held-out envs, the policy and each domain's task ids: single-turn
-    prompts (tasks.kind = "copy") or the sandbox tasks of every domain."""
+    prompts (tasks.kind = "copy" or "single-turn") or the sandbox tasks of every domain."""
     if cfg.tasks.kind == "copy":
         return _copy_envs(cfg, resume_from)
+    if cfg.tasks.kind == "single-turn":
+        return _single_turn_envs(cfg, resume_from, warn)
     tasks = sandbox_tasks(cfg, run_dir, warn)
     model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, tasks.train, warn))
     framer = framer_for(tok)

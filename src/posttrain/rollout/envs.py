@@ -61,7 +61,8 @@ class Prompt:
     target: str
 
 
-RewardFn = Callable[[str, Prompt], float]
+# A reward, or (reward, details) such as rollout.single_turn.reply_score's strict and met:FAMILY.
+RewardFn = Callable[[str, Prompt], "float | tuple[float, dict[str, float]]"]
 
 
 @dataclasses.dataclass
@@ -122,10 +123,12 @@ class SingleTurnEnv:
         body = [t for t, m in zip(ep.tokens, ep.loss_mask) if m and t not in self.stop_token_ids]
         text = self.tokenizer.decode(body, skip_special_tokens=True)
         try:
-            reward = float(self.reward_fn(text, prompt))
+            out = self.reward_fn(text, prompt)
+            reward, details = out if isinstance(out, tuple) else (out, {})
+            reward = float(reward)
             if not math.isfinite(reward):
                 raise ValueError(f"reward is {reward}")
-            ep.reward = reward
+            ep.reward, ep.reward_details = reward, dict(details)
         except Exception as e:  # a broken reward function is recorded, the run goes on
             ep.status, ep.error = "verifier_error", f"reward function raised {type(e).__name__}: {e}"
 

@@ -1,0 +1,51 @@
+"""Held-out scores of single-turn envs: each task's rewards (and strict scores, where the
+reward function gives them) before and after RL, and the paired difference by task."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict
+
+from posttrain.evals.stats import clustered_mean_ci, paired_compare
+from posttrain.schedule.sampler import GroupJob
+
+
+def single_turn_scores(env, engine, seed: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(rewards, strict scores) of each held-out prompt over its samples; strict is empty for a
+    reward function without details."""
+    jobs = [GroupJob(i, i, tid, seed + i) for i, tid in enumerate(env.task_ids)]
+    rewards: dict[str, list[float]] = defaultdict(list)
+    strict: dict[str, list[float]] = defaultdict(list)
+    for group in env.run(jobs, engine):
+        for e in group:
+            rewards[e.task_id].append(e.reward)
+            if "strict" in e.reward_details:
+                strict[e.task_id].append(e.reward_details["strict"])
+    return dict(rewards), dict(strict)
+
+
+def single_turn_eval(env, engine, seed: int) -> dict:
+    """Mean reward with its task-clustered 95% CI; with strict scores also their mean, and each
+    task's scores (what `paired_gain` pairs, kept so a resumed run can still pair them)."""
+    rewards, strict = single_turn_scores(env, engine, seed)
+    ci = asdict(clustered_mean_ci(rewards))
+    out = {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+           "n_tasks": ci["n_tasks"], "k": env.group_size, "temperature": env.temperature}
+    if strict:
+        out |= {"strict_mean": asdict(clustered_mean_ci(strict))["mean"], "scores": rewards,
+                "strict_scores": strict}
+    return out
+
+
+def paired_gain(before: dict, after: dict) -> dict:
+    """After - before on the same held-out tasks (paired by task, 95% CI): the partial score,
+    and the strict one beside it. Empty unless both evals kept their per-task scores."""
+    if "scores" not in before or "scores" not in after:
+        return {}
+    d = paired_compare(after["scores"], before["scores"])
+    s = paired_compare(after["strict_scores"], before["strict_scores"])
+    return {"heldout_partial_before": before["reward_mean"], "heldout_partial_after": after["reward_mean"],
+            "heldout_strict_before": before["strict_mean"], "heldout_strict_after": after["strict_mean"],
+            "paired_diff": d.diff, "paired_ci_low": d.ci_low, "paired_ci_high": d.ci_high,
+            "paired_p": d.p_value, "paired_n_tasks": d.n_tasks,
+            "paired_strict_diff": s.diff, "paired_strict_ci_low": s.ci_low, "paired_strict_ci_high": s.ci_high}
