@@ -8,7 +8,7 @@ import pytest
 from gateway_servers import backend, free_port, gateway, running, toml_config
 
 from posttrain.gateway.audit import verify
-from posttrain.gateway.canary import decide
+from posttrain.gateway.canary import WIDENED, decide
 
 
 def suite(means: list[float], k: int = 4) -> dict[str, list[float]]:
@@ -25,10 +25,14 @@ def shifted(scores: dict[str, list[float]], moved: int, by: float = -0.25) -> di
 
 
 def test_near_equal_variants_are_promoted_worse_ones_rolled_back():
-    base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 6)
-    near = shifted(base, 3, by=+0.25)                      # three tasks a little better: some spread
+    base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 15)
+    near = shifted(base, 3, by=+0.25)                      # three tasks of 90 a little better
     same = decide("fast", "standard", near, base, margin=0.05)
-    assert same.decision == "promote" and same.n_tasks == 36 and same.interval == "t"
+    assert same.decision == "promote" and same.n_tasks == 90 and same.interval == WIDENED
+    mixed = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 40)   # 240 tasks, half better, half worse
+    mixed = shifted(shifted(mixed, 120, by=-0.25), 60, by=+0.5)
+    assert decide("fast", "standard", mixed, suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 40),
+                  margin=0.1).interval == "t"                # real spread: the t-interval is wider
     worse = suite([0.0, 0.25, 0.5, 0.75, 0.0, 0.25] * 6)  # every task 0.25 worse, or 0 when already 0
     d = decide("int8", "standard", worse, base, margin=0.05)
     assert d.decision == "rollback" and d.reason.startswith("inferior") and d.ci_high < -0.05
@@ -42,6 +46,17 @@ def test_one_or_two_tasks_at_zero_vs_zero_do_not_promote(n_tasks):
     assert d.ci_low < -0.5 and d.ci_high > 0.5          # never a point interval
     d = decide("fast", "standard", zeros, zeros, margin=0.05)
     assert d.decision == "rollback" and "fewer than min_tasks = 20" in d.reason
+
+
+def test_a_few_tasks_moving_do_not_make_the_interval_narrower_than_none_moving():
+    """36 tasks, three of them a little better: the t-interval's lower end (about -0.01) would
+    promote at margin 0.05, while 36 all-equal tasks (bound -0.097) would not."""
+    base = suite([0.25, 0.5, 0.75, 1.0, 0.0, 0.5] * 6)
+    near = shifted(base, 3, by=+0.25)
+    d = decide("fast", "standard", near, base, margin=0.05)
+    assert d.n_tasks == 36 and d.interval == WIDENED and d.ci_low < -0.05
+    assert d.decision == "rollback" and d.reason.startswith("insufficient evidence")
+    assert decide("fast", "standard", base, base, margin=0.05).ci_low > d.ci_low - 0.01
 
 
 def test_thirty_equal_tasks_are_not_decided_on_a_point_interval():
@@ -59,7 +74,7 @@ def test_too_few_tasks_is_not_shown_noninferior():
     base = suite([0.5, 0.75, 0.25])
     noisy = suite([0.75, 0.5, 0.0])
     d = decide("fast", "standard", noisy, base, margin=0.05, min_tasks=3)
-    assert d.decision == "rollback" and "not shown non-inferior" in d.reason
+    assert d.decision == "rollback" and "3 tasks, more tasks narrow it" in d.reason
 
 
 def test_lossless_variant_needs_identical_greedy_probes():
@@ -82,7 +97,7 @@ def test_gateway_applies_and_audits_a_decision(tmp_path):
         variant = (lambda s: httpx.post(url + "/v1/chat/completions", json=body,
                                         headers={"X-Session-Id": s}).headers["x-posttrain-variant"])
         assert {variant(f"a{i}") for i in range(10)} == {"standard"}          # share 0: no canary traffic
-        base = suite([0.5, 0.25, 1.0, 0.75] * 10)
+        base = suite([0.5, 0.25, 1.0, 0.75] * 20)
         near = {t: (v[:-1] + [1.0] if i % 10 == 0 else v) for i, (t, v) in enumerate(base.items())}
         decision = decide("fast", "standard", near, base, 0.05).to_dict()
         assert decision["decision"] == "promote"

@@ -8,16 +8,16 @@ candidate passes when the lower end of the 95% paired interval of mean(d) is abo
 non-inferior" is not "shown worse", and the decision says which it was.
 
 Insufficient evidence never promotes: fewer shared tasks than `min_tasks`, or differences with
-no spread. Without spread (every task moved by the same amount) a t-interval is a point; the
-interval is then the exact zero-spread bound (stats.zero_spread_interval), which needs about 72
-tasks before its lower end clears -0.05. The two jobs must have run under the same conditions
+no spread (or so little that the t-interval is widened to that bound). Without spread (every task
+moved by the same amount) a t-interval is a point; the interval is then the exact zero-spread
+bound (stats.zero_spread_interval), which needs about 72 tasks before its lower end clears -0.05. The two jobs must have run under the same conditions
 (everything their config.json records but the model and endpoint), or the gate refuses.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -26,6 +26,7 @@ from posttrain.evals import stats
 
 Scores = dict[str, list[float]]
 MIN_TASKS = 20
+WIDENED = "t, widened to the zero-spread bound"
 # What may differ between a candidate's job and the baseline's: which model answered.
 MAY_DIFFER = ("model", "base_url", "model_digest")
 
@@ -48,7 +49,7 @@ class CanaryDecision:
     decision: str  # promote | rollback
     reason: str
     min_tasks: int = MIN_TASKS
-    interval: str = "t"  # "t" | "zero-spread bound" (stats.paired_compare)
+    interval: str = "t"  # "t" | WIDENED | "zero-spread bound" (stats.paired_compare)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -57,7 +58,7 @@ class CanaryDecision:
 def decide(candidate: str, baseline: str, cand_scores: Scores, base_scores: Scores, margin: float,
            lossless: bool = False, probes: tuple[int, int] | None = None,
            min_tasks: int = MIN_TASKS) -> CanaryDecision:
-    d = stats.paired_compare(cand_scores, base_scores)
+    d = _no_narrower_than_no_spread(stats.paired_compare(cand_scores, base_scores))
     if lossless and probes is None:
         raise ValueError(f"`{candidate}` is marked lossless: its greedy probe results are needed")
     decision, reason = "rollback", _verdict(d, margin, min_tasks)
@@ -70,13 +71,25 @@ def decide(candidate: str, baseline: str, cand_scores: Scores, base_scores: Scor
                           decision, reason, min_tasks, d.method)
 
 
+def _no_narrower_than_no_spread(d: stats.PairedDiff) -> stats.PairedDiff:
+    """The paired t-interval, never narrower than the zero-spread bound for as many tasks. When one
+    or two of many tasks differ the t-interval is narrower than the bound for no difference at
+    all, yet seeing a few tasks move says no more about the unseen ones than seeing none move."""
+    if d.method != "t":
+        return d
+    lo, hi = stats.zero_spread_interval(d.diff, d.n_tasks)
+    if lo >= d.ci_low and hi <= d.ci_high:
+        return d
+    return replace(d, ci_low=min(lo, d.ci_low), ci_high=max(hi, d.ci_high), method=WIDENED)
+
+
 def _verdict(d: stats.PairedDiff, margin: float, min_tasks: int) -> str:
     ci = f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]"
     if d.n_tasks < min_tasks:
         return (f"insufficient evidence: {d.n_tasks} shared tasks, fewer than min_tasks = {min_tasks}"
                 f" (95% CI {ci})")
-    spread = "" if d.method == "t" else (f" (no spread: every task moved by {d.diff:+.4f}, so the CI is the"
-                                         " exact zero-spread bound)")
+    spread = {"t": "", WIDENED: " (few tasks differ: the t-interval widened to the zero-spread bound)"}.get(
+        d.method, f" (no spread: every task moved by {d.diff:+.4f}, so the CI is the exact zero-spread bound)")
     if d.ci_low > -margin:
         return f"non-inferior: 95% CI of the difference {ci} lies above -{margin}{spread}"
     if d.ci_high < -margin:
