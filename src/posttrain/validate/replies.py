@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from posttrain.tasks import Task
 from posttrain.tasks.suites import probes_for, probes_module, score_reply
+from posttrain.validate.checks import determinism  # it reads only oracle's and nop's repeat rewards
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.record import Check
 
@@ -57,16 +58,6 @@ def trivial(task: Task, cfg: ValidateConfig, done: Done) -> Check:
         return Check("trivial", False, "hackable", f"trivial replies rewarded: {', '.join(won)}",
                      {"rewards": rewards})
     return Check("trivial", True, evidence={"rewards": rewards})
-
-
-def determinism(task: Task, cfg: ValidateConfig, done: Done) -> Check:
-    states = {"oracle": done["oracle"].evidence.get("repeat_rewards", []),
-              "nop": done["nop"].evidence.get("repeat_rewards", [])}
-    varying = {k: v for k, v in states.items() if len(set(v)) > 1}
-    if varying:
-        return Check("determinism", False, "flaky", "the same reply got different rewards: "
-                     + "; ".join(f"{k} {v}" for k, v in varying.items()), states)
-    return Check("determinism", True, evidence=states)
 
 
 def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
