@@ -57,11 +57,12 @@ def _row(label: str, e: dict) -> str:
             f"<td>{e['n_tasks']}</td><td>{e['k']}</td></tr>")
 
 
-def _verdict(summary: dict) -> str:
+def _verdict(summary: dict, better: str = "RL improved on SFT",
+             worse: str = "RL made the agent worse") -> str:
     if summary["paired_ci_low"] > 0:
-        return "RL improved on SFT (the interval excludes 0)."
+        return f"{better} (the interval excludes 0)."
     if summary["paired_ci_high"] < 0:
-        return "RL made the agent worse (the interval excludes 0)."
+        return f"{worse} (the interval excludes 0)."
     return "no difference shown (the interval includes 0)."
 
 
@@ -90,18 +91,11 @@ p = {summary['paired_p']:.2g}: {_verdict(summary)}</p>
     return out
 
 
-def _verdict_rl(s: dict) -> str:
-    if s["paired_ci_low"] > 0:
-        return "RL improved the held-out score (the interval excludes 0)."
-    if s["paired_ci_high"] < 0:
-        return "RL made the held-out score worse (the interval excludes 0)."
-    return "no difference shown (the interval includes 0)."
-
-
 def write_rl_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
     """report.html of `posttrain rl` on single-turn tasks: greedy held-out partial and strict
     scores before and after, their paired difference, the training reward curve."""
     s, b, a = summary, summary["eval_before"], summary["eval_after"]
+    verdict = _verdict(s, "RL improved the held-out score", "RL made the held-out score worse")
     curve = f'<img src="data:image/png;base64,{_reward_curve(history, ("pass_rate", "all constraints met"))}">' \
         if history else "(no steps)"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>posttrain rl</title>
@@ -117,7 +111,7 @@ on {html.escape(cpu_line(s['cpu']))}</p>
 <tr><td>after RL</td><td>{a['reward_mean']:.3f}</td><td>[{a['ci_low']:.3f}, {a['ci_high']:.3f}]</td>
 <td>{a['strict_mean']:.3f}</td><td>{a['n_tasks']}</td></tr></table>
 <p><b>after &minus; before</b>, paired by task: partial {s['paired_diff']:+.3f}, 95% CI
-[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {_verdict_rl(s)}
+[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {verdict}
 Strict {s['paired_strict_diff']:+.3f}, 95% CI [{s['paired_strict_ci_low']:+.3f}, {s['paired_strict_ci_high']:+.3f}].</p>
 <h2>Training reward</h2>{curve}
 <p>Final policy (HF checkpoint directory): <code>{html.escape(str(s.get('policy', '')))}</code></p>
