@@ -32,9 +32,10 @@ from parts.report import add_args, cpu, write_json
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.stats import paired_compare
 from posttrain.models.tiny import load_policy, save_policy
-from posttrain.recipes.rl import evaluate, run_rl, single_turn_scores
+from posttrain.recipes.rl import evaluate, run_rl
 from posttrain.recipes.rl_config import load_rl_config
 from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl_heldout import single_turn_scores
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics
@@ -149,7 +150,7 @@ def held_out_eval(cfg, out: Path):
     prompt, engine and seed."""
     _, held, _, tok, _ = build_env(cfg, out, None)
     return (lambda model: evaluate(held, LocalEngine(model, tok), cfg, cfg.seed + 424_242),
-            lambda model: single_turn_scores(held, LocalEngine(model, tok), cfg.seed + 424_242))
+            lambda model: single_turn_scores(held, LocalEngine(model, tok), cfg.seed + 424_242)[0])
 
 
 def paired_held_out(scores_of, ours_run_dir: Path, trl_model) -> dict:

@@ -4,7 +4,6 @@ reward function gives them) before and after RL, and the paired difference by ta
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict
 
 from posttrain.evals.stats import clustered_mean_ci, paired_compare
 from posttrain.schedule.sampler import GroupJob
@@ -28,11 +27,11 @@ def single_turn_eval(env, engine, seed: int) -> dict:
     """Mean reward with its task-clustered 95% CI; with strict scores also their mean, and each
     task's scores (what `paired_gain` pairs, kept so a resumed run can still pair them)."""
     rewards, strict = single_turn_scores(env, engine, seed)
-    ci = asdict(clustered_mean_ci(rewards))
-    out = {"reward_mean": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-           "n_tasks": ci["n_tasks"], "k": env.group_size, "temperature": env.temperature}
+    ci = clustered_mean_ci(rewards)
+    out = {"reward_mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
+           "n_tasks": ci.n_tasks, "k": env.group_size, "temperature": env.temperature}
     if strict:
-        out |= {"strict_mean": asdict(clustered_mean_ci(strict))["mean"], "scores": rewards,
+        out |= {"strict_mean": clustered_mean_ci(strict).mean, "scores": rewards,
                 "strict_scores": strict}
     return out
 
