@@ -47,7 +47,7 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     # Same seed, same machine → same metrics (timings aside).
     r2 = _run(tmp_path, "--name", "b")
     assert r2.returncode == 0, r2.stderr
-    strip = ("step_time_s", "rollout_s", "step_wall_s")
+    strip = ("step_time_s", "forward_s", "backward_s", "rollout_s", "step_wall_s")
     rows = [[{k: v for k, v in json.loads(line).items() if k not in strip}
              for line in (tmp_path / name / "metrics.jsonl").open()] for name in ("a", "b")]
     assert rows[0] == rows[1]

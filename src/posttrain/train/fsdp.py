@@ -21,7 +21,7 @@ from posttrain.train.mismatch import mismatch_stats
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 
-ADDITIVE = ("step_time_s",)  # stats that are not shares of the batch: max over ranks
+ADDITIVE = ("step_time_s", "forward_s", "backward_s")  # timings, not shares of the batch: rank 0's own
 
 
 def check_shards(model, world: int) -> None:

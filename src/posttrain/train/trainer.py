@@ -158,16 +158,21 @@ class PolicyTrainer:
             self.model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         stats: dict[str, float] = {}
+        forward_s = backward_s = 0.0  # the loss's forward (log-probabilities) and its backward
         n_seqs, total_tokens = totals or (len(episodes), sum(e.tokens_out for e in episodes))
         for chunk in _micro_batches(list(range(len(episodes))), self.optim_cfg.micro_batch):
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
+            t_forward = time.perf_counter()
             with self._compute():
                 loss, part = loss_fn(batch, eps)
             share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
                      else len(eps) / n_seqs)
+            t_backward = time.perf_counter()
             (loss * share).backward()
+            forward_s += t_backward - t_forward
+            backward_s += time.perf_counter() - t_backward
             for k, v in part.items():
                 stats[k] = stats.get(k, 0.0) + v * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_cfg.grad_clip, foreach=True)
@@ -177,7 +182,7 @@ class PolicyTrainer:
         if dropout:
             self.model.eval()
         stats |= {"grad_norm": float(grad_norm), "tokens": float(total_tokens),
-                  "step_time_s": time.perf_counter() - t0}
+                  "step_time_s": time.perf_counter() - t0, "forward_s": forward_s, "backward_s": backward_s}
         return stats
 
     def sft_step(self, episodes: list[Episode]) -> dict:
