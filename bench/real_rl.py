@@ -51,7 +51,7 @@ PER_SEED = ("heldout_partial_before", "heldout_partial_after", "heldout_strict_b
 def make_tasks(root: Path, n_train: int, n_heldout: int) -> tuple[Path, Path]:
     knobs = [f"families={FAMILIES}"]
     train, held = root / f"train-{n_train}", root / f"heldout-{n_heldout}"
-    for path, n, seed, split in ((train, n_train, 0, "train"), (held, n_heldout, 1, "heldout")):
+    for path, n, seed, split in ((train, n_train, 0, "train"), (held, n_heldout, 2, "heldout")):
         if not path.is_dir():
             generate("instruct", path, n, seed, split, knobs)
     return train, held
