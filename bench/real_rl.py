@@ -79,6 +79,7 @@ def seed_run(tasks: tuple[Path, Path], out: Path, seed: int, extra: list[str]) -
     s = run_rl(cfg, overwrite=True)
     times = step_times(cfg.run_dir)
     return {**{k: round(s[k], 4) for k in PER_SEED}, "wall_s": s["wall_s"], "dtype": s["trainer"]["compute_dtype"],
+            "engine_dtype": s["engine"]["dtype"],
             "lora": cfg.optim.lora_rank, "cpu": s["cpu"], **times,
             "steps_per_s": round(times["steps"] / times["rl_wall_s"], 5),
             "trajectories_per_s": round(s["trajectories"] / times["rl_wall_s"], 3),

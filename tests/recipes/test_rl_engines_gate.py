@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from posttrain.errors import PosttrainError
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.recipes.rl_config import load_rl_config
 from posttrain.recipes.rl_engines import rollout_engine
@@ -61,6 +62,45 @@ def test_a_perturbed_embedded_weight_is_caught(tmp_path):
         with torch.no_grad():  # a failed update: the engine's copy drifts from the trainer's
             next(engine.engine.model.parameters()).add_(0.5)
         engine.engine.runner.weights_changed()
-        assert engine.check(model, 1).max_abs > cfg.engines.max_abs_logp
+        assert engine.check(model, 1).max_abs > cfg.engines.gate_limits("float32")[0]
     last = _rows(cfg.run_dir)[-1]
     assert last["over"] and last["why"].startswith("weights")
+
+
+@pytest.mark.parametrize("kind", ["embedded", "process"])
+def test_a_bf16_engine_runs_bf16_under_the_bf16_limits(tmp_path, kind):
+    tok, model, env = _parts()
+    cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"', f'engines.kind="{kind}"', 'engines.dtype="bfloat16"',
+                                "engines.probes=2", "engines.probe_tokens=6"])
+    with rollout_engine(cfg, model, tok, env) as (engine, _):
+        report = engine.last
+        if kind == "embedded":
+            assert engine.engine.dtype.name == "bfloat16"
+    assert report.max_abs > 0  # bf16 rounding shows against the fp32 trainer ...
+    assert (report.max_abs, report.mean_abs) <= cfg.engines.gate_limits("bfloat16")  # ... within its limits
+
+
+def test_a_bf16_gap_above_set_limits_is_named_as_dtype(tmp_path):
+    tok, model, env = _parts()
+    cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"', 'engines.dtype="bfloat16"', "engines.max_abs_logp=1e-7",
+                                "engines.probes=2", "engines.probe_tokens=6"])
+    with pytest.raises(PosttrainError, match="dtype: the engine runs bfloat16, the trainer float32"):
+        with rollout_engine(cfg, model, tok, env):
+            pass
+
+
+def test_gate_limits_follow_the_engine_dtype_unless_set():
+    from posttrain.engine.fleet.config import GATE_LIMITS, EnginesConfig
+
+    assert EnginesConfig().gate_limits("float32") == GATE_LIMITS["float32"]
+    assert EnginesConfig().gate_limits("bfloat16") == GATE_LIMITS["bfloat16"]
+    assert EnginesConfig(mean_abs_logp=0.2).gate_limits("bfloat16") == (GATE_LIMITS["bfloat16"][0], 0.2)
+
+
+@pytest.mark.parametrize("sets, match", [
+    (['engines.dtype="bfloat16"', "algo.exact_logprobs=true"], "needs a float32 engine"),
+    (['engines.dtype="bfloat16"', 'cluster.executor="ray"'], "Ray engine replicas run float32"),
+])
+def test_engine_dtypes_a_run_cannot_honour_are_refused(tmp_path, sets, match):
+    with pytest.raises(PosttrainError, match=match):
+        load_rl_config(None, [f'runs_dir="{tmp_path}"', *sets])

@@ -203,4 +203,9 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),
-            "trainer": getattr(trainer, "setup", {})}
+            "trainer": getattr(trainer, "setup", {}), "engine": _engine_dtype(cfg)}
+
+
+def _engine_dtype(cfg: RLRunConfig) -> dict:
+    choice = cfg.engines.compute_dtype
+    return {"dtype": choice.name, "dtype_reason": choice.reason}

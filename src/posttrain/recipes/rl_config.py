@@ -96,6 +96,12 @@ class RLRunConfig(StrictModel):
         if self.algo.exact_logprobs and self.optim.compute_dtype == "bf16":
             raise ValueError('algo.exact_logprobs computes the trainer\'s logprobs in fp32: set '
                              'optim.compute_dtype = "fp32" or "auto"')
+        if self.algo.exact_logprobs and self.engines.compute_dtype.name != "float32":
+            raise ValueError(f'algo.exact_logprobs needs a float32 engine; engines.dtype = "{self.engines.dtype}" '
+                             f'is {self.engines.compute_dtype.name} here: set engines.dtype = "float32"')
+        if self.cluster.executor == "ray" and self.engines.dtype != "float32":
+            raise ValueError('the Ray engine replicas run float32: set engines.dtype = "float32" '
+                             '(or cluster.executor = "local")')
         if self.algo.exact_logprobs and self.optim.lora_rank:
             raise ValueError("algo.exact_logprobs matches the engine's merged weights bit for bit only "
                              "without adapters: set optim.lora_rank = 0")

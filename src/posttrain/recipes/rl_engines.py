@@ -28,7 +28,7 @@ from posttrain.rollout.envs import InEngineProcess, SingleTurnEnv
 
 def _engine_config(cfg) -> EngineConfig:
     # algo.exact_logprobs: the engine's half of bit-identical logprobs (docs/rl.md)
-    return EngineConfig(batch_invariant=cfg.algo.exact_logprobs)
+    return EngineConfig(dtype=cfg.engines.compute_dtype.name, batch_invariant=cfg.algo.exact_logprobs)
 
 
 def _gated(cfg, engine, tok, model) -> GatedEngine:

@@ -37,7 +37,7 @@ def check_tokenizer(engine: VLLMEngine, tokenizer) -> None:
 
 
 def server_specs(ec: EnginesConfig, model_dir: Path, run_dir: Path) -> list[ServerSpec]:
-    return [ServerSpec(python=ec.python, model_dir=str(model_dir), dtype=ec.dtype,
+    return [ServerSpec(python=ec.python, model_dir=str(model_dir), dtype=ec.compute_dtype.name,
                        log_path=run_dir / "engines" / f"replica-{i}.log", max_model_len=ec.max_model_len,
                        cores=ec.cores[i] if ec.cores else None, kv_cache_gib=ec.kv_cache_gib,
                        extra_args=list(ec.extra_args), enforce_eager=ec.enforce_eager)
