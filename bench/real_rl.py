@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+from parts.instruct_tasks import EXAMPLE, FAMILIES, make_tasks
 from parts.report import add_args, cpu, write_json
 from parts.trl_grpo import grpo_flags, trl_grpo
 
@@ -38,23 +39,10 @@ from posttrain.recipes.rl_config import load_rl_config
 from posttrain.recipes.rl_engines import rollout_engine
 from posttrain.recipes.rl_env import build_env
 from posttrain.tasks import load_tasks
-from posttrain.tasks.suites import generate
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "smollm2_instruct.toml"
-FAMILIES = ("bullets,end,forbidden,highlights,json,keyword_count,keywords,no_comma,paragraphs,"
-            "placeholders,postscript,sections,start,title,words")
 SEEDS = {"quick": [0], "full": [0, 1, 2]}
 PER_SEED = ("heldout_partial_before", "heldout_partial_after", "heldout_strict_before",
             "heldout_strict_after", "paired_diff", "paired_ci_low", "paired_ci_high", "paired_p")
-
-
-def make_tasks(root: Path, n_train: int, n_heldout: int) -> tuple[Path, Path]:
-    knobs = [f"families={FAMILIES}"]
-    train, held = root / f"train-{n_train}", root / f"heldout-{n_heldout}"
-    for path, n, seed, split in ((train, n_train, 0, "train"), (held, n_heldout, 2, "heldout")):
-        if not path.is_dir():
-            generate("instruct", path, n, seed, split, knobs)
-    return train, held
 
 
 def recipe(tasks: tuple[Path, Path], out: Path, seed: int, extra: list[str]):
