@@ -122,3 +122,9 @@ def test_a_short_run_reports_paired_held_out_scores_and_writes_an_hf_policy(tmp_
 def test_the_example_config_reads():
     cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_instruct.toml"))
     assert cfg.tasks.kind == "single-turn" and cfg.rollout.group_size == 8 and cfg.policy.init.endswith("smollm2-135m-instruct")
+    assert cfg.engines.dtype == "auto"
+
+
+def test_the_multi_turn_example_config_reads():
+    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_terminal.toml"))
+    assert cfg.tasks.kind == "terminal-basics" and cfg.policy.hf_sft_steps > 0 and cfg.policy.sft_lr < 1e-3
