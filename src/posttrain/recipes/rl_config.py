@@ -99,7 +99,7 @@ class RLRunConfig(StrictModel):
         if self.algo.exact_logprobs and self.engines.compute_dtype.name != "float32":
             raise ValueError(f'algo.exact_logprobs needs a float32 engine; engines.dtype = "{self.engines.dtype}" '
                              f'is {self.engines.compute_dtype.name} here: set engines.dtype = "float32"')
-        if self.cluster.executor == "ray" and self.engines.dtype != "float32":
+        if self.cluster.executor == "ray" and self.engines.compute_dtype.name != "float32":
             raise ValueError('the Ray engine replicas run float32: set engines.dtype = "float32" '
                              '(or cluster.executor = "local")')
         if self.algo.exact_logprobs and self.optim.lora_rank:

@@ -4,12 +4,14 @@ it) and the conformance gate's thresholds; checked when built."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
 from posttrain.config_base import StrictModel
-from posttrain.engine.paged.dtypes import DtypeChoice, choose_dtype
+
+if TYPE_CHECKING:
+    from posttrain.engine.paged.dtypes import DtypeChoice
 
 
 EMBEDDED_CHECK_EVERY = 20
@@ -54,9 +56,12 @@ class EnginesConfig(StrictModel):
     mean_abs_logp: float | None = Field(None, gt=0)  # ... or above this mean |Δlogp|
 
     @property
-    def compute_dtype(self) -> DtypeChoice:
-        """`dtype` resolved on this machine ("auto": from the GPU or the CPU's flags)."""
+    def compute_dtype(self) -> "DtypeChoice":
+        """`dtype` resolved on this machine ("auto": from the GPU or the CPU's flags); torch is
+        imported here, not when the config is read."""
         import torch
+
+        from posttrain.engine.paged.dtypes import choose_dtype
 
         return choose_dtype(self.dtype, "cuda" if torch.cuda.is_available() else "cpu")
 
