@@ -87,7 +87,7 @@ def diagnose(report: Conformance, model, prompts, comps, temperature: float, eng
             return ("sampling params: the engine reports logprobs before temperature (raw); "
                     "start vLLM with --logprobs-mode processed_logprobs")
     trainer_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
-    if engine_dtype != trainer_dtype and report.mean_abs <= GATE_LIMITS.get(engine_dtype, (0, 0))[1]:
+    if engine_dtype != trainer_dtype and report.mean_abs <= GATE_LIMITS[engine_dtype][1]:
         return (f"dtype: the engine runs {engine_dtype}, the trainer {trainer_dtype} (a gap of that size "
                 "is rounding: raise engines.max_abs_logp / mean_abs_logp)")
     if report.mean_abs > 0.05:

@@ -4,6 +4,7 @@ it) and the conformance gate's thresholds; checked when built."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
@@ -55,10 +56,10 @@ class EnginesConfig(StrictModel):
     max_abs_logp: float | None = Field(None, gt=0)  # refuse to start above this max |Δlogp| (None: GATE_LIMITS)
     mean_abs_logp: float | None = Field(None, gt=0)  # ... or above this mean |Δlogp|
 
-    @property
+    @functools.cached_property
     def compute_dtype(self) -> "DtypeChoice":
-        """`dtype` resolved on this machine ("auto": from the GPU or the CPU's flags); torch is
-        imported here, not when the config is read."""
+        """`dtype` resolved on this machine, once per config ("auto": from the GPU or the CPU's
+        flags); torch is imported here, not when the config is read."""
         import torch
 
         from posttrain.engine.paged.dtypes import choose_dtype
