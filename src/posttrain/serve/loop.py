@@ -1,7 +1,9 @@
 """EngineLoop: one thread owns the engine and steps it; asyncio handlers submit and stream.
 
-Handlers call `submit` (returns a Handle whose asyncio queue receives per-step token deltas)
-and `abort` (a client went away). The thread drains its inbox, steps the engine while there
+Handlers call `submit` (returns a Handle whose asyncio queue receives per-step token deltas, or
+for a request that does not stream one delta per choice when it finishes: a waiting handler
+has nothing to do with the steps between, and each post wakes the event loop's thread, which
+takes the GIL from the stepping one) and `abort` (a client went away). The thread drains its inbox, steps the engine while there
 is work, and posts deltas back to the event loop thread-safely. Continuous batching falls
 out: requests that arrive mid-generation join the next step.
 """
@@ -41,6 +43,7 @@ class Handle:
     queue: asyncio.Queue
     prompts: list[list[int]]
     params: SamplingParams
+    stream: bool = True  # post every step's new tokens (else only each choice's whole output, once)
     seqs: list = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
 
@@ -63,9 +66,9 @@ class EngineLoop:
         self.wake.set()
         self.thread.join(timeout=10)
 
-    def submit(self, prompts: list[list[int]], params: SamplingParams) -> Handle:
+    def submit(self, prompts: list[list[int]], params: SamplingParams, stream: bool = True) -> Handle:
         """Queue a request (already checked with engine.check_request) from the event loop."""
-        handle = Handle(asyncio.get_running_loop(), asyncio.Queue(), prompts, params)
+        handle = Handle(asyncio.get_running_loop(), asyncio.Queue(), prompts, params, stream)
         self.inbox.put(("add", handle))
         self.wake.set()
         return handle
@@ -117,7 +120,7 @@ class EngineLoop:
                 out = seq.output
                 if handle.sent[i] < 0:  # already reported finished
                     continue
-                if len(out) > handle.sent[i] or seq.finished:
+                if seq.finished or (handle.stream and len(out) > handle.sent[i]):
                     at = handle.sent[i]
                     delta = Delta(i, out[at:], seq.logprobs[at:], seq.finish_reason, top_logprobs=seq.top_logprobs[at:])
                     handle.sent[i] = -1 if seq.finished else len(out)

@@ -29,7 +29,7 @@ from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence, validate_prompts
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
-from posttrain.kernels.packed import can_pack, rows_invariant
+from posttrain.kernels.packed import can_pack, fastest_fp32_kernel, rows_invariant
 from posttrain.types import Completion
 
 
@@ -62,7 +62,9 @@ class PagedEngine(Engine):
         self.batch_invariant = self.exact_attention and self.packed and rows_invariant(warn=True)
         self.attn_dtype = torch.float64 if self.exact_attention else None
         self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
-        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear)
+        # fp32 GEMMs: MKL (F.linear's bits) for exact engines, else the faster of MKL and oneDNN here
+        self.fp32_kernel = "mkl" if self.exact_attention or not self.packed else fastest_fp32_kernel()
+        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear, self.fp32_kernel)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -77,7 +79,7 @@ class PagedEngine(Engine):
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
             self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
-                                     self.attn_dtype, self.linear)
+                                     self.attn_dtype, self.linear, self.fp32_kernel)
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:

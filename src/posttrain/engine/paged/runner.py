@@ -7,9 +7,9 @@ and gate/up as fused GEMMs (kernels/packed.py), and attention (engine/paged/atte
 many sequences are packed flat, K/V are written to their slots and read back through each
 sequence's block table.
 
-With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16),
-which is faster and batch-invariant (a token's logits do not depend on how many tokens share its
-step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
+With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16,
+and fp32 with fp32_kernel="onednn"); MKL's are batch-invariant (a token's logits do not depend on
+how many tokens share its step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
 float64 (kernels/exact_attention.py), so its result does not depend on the order the paged
 layout sums in either.
 """
@@ -43,7 +43,8 @@ class Batch:
 
 
 class ModelRunner:
-    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None):
+    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None,
+                 fp32_kernel: str = "mkl"):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -56,7 +57,7 @@ class ModelRunner:
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
         # share the model's weights (packed: a copy that follows them); linear: another class (int8)
-        self.linears = linears_of(model, packed, linear)
+        self.linears = linears_of(model, packed, linear, fp32_kernel)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
         self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (kernels/exact_attention.py)
         self.specs = layer_specs(model, self.linears)
