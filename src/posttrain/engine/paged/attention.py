@@ -183,6 +183,20 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
         out[g["tok"]] = o
 
 
+class TorchAttention:
+    """This module as the runner's attention interface: plan once per step, attend per layer
+    (dtype=torch.float64: exact attention; vllm_attention.py is the other implementation)."""
+
+    def __init__(self, dtype: torch.dtype | None = None):
+        self.dtype = dtype
+
+    def plan(self, batch, kv: KVCache, device) -> dict:
+        return build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, device)
+
+    def attend(self, q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -> torch.Tensor:
+        return attend(q, kv, layer, plan, scale, self.dtype)
+
+
 def _attend_shared(q, k, v, scale) -> tuple[torch.Tensor, torch.Tensor]:
     """Groups of G queries [NG, G, H, D] over their shared K/V [NG, KVH, L, D] -> out [NG, G, H, D], lse [NG, G, H]."""
     ng, g, h, d = q.shape

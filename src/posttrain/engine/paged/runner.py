@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import torch
 
-from posttrain.engine.paged.attention import attend, build_plan
+from posttrain.engine.paged.attention import TorchAttention
 from posttrain.engine.paged.kv_cache import KVCache
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.kernels.packed import linears_of
@@ -44,7 +44,7 @@ class Batch:
 
 class ModelRunner:
     def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None,
-                 fp32_kernel: str = "mkl"):
+                 fp32_kernel: str = "mkl", attention=None):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -59,7 +59,9 @@ class ModelRunner:
         # share the model's weights (packed: a copy that follows them); linear: another class (int8)
         self.linears = linears_of(model, packed, linear, fp32_kernel)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
-        self.attn_dtype = attn_dtype  # None: the compute dtype; float64: exact (kernels/exact_attention.py)
+        # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
+        # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
+        self.attention = attention or TorchAttention(attn_dtype)
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 
@@ -75,7 +77,7 @@ class ModelRunner:
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
         cos, sin = cos[0].unsqueeze(1), signed_sines(sin[0].unsqueeze(1))  # [N, 1, D]
-        plan = build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, self.device)
+        plan = self.attention.plan(batch, kv, self.device)
         kv.clear_fresh_blocks(batch.slots)
         h = h[0]
         for li, spec in enumerate(self.specs):
@@ -92,7 +94,7 @@ class ModelRunner:
         qk.copy_(rotary(normed, cos, sin))  # roped in place: K and V then sit side by side in qkv
         q = qkv[:, :heads]
         kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
-        o = attend(q, kv, li, plan, spec.scaling, self.attn_dtype)  # [N, H, D]
+        o = self.attention.attend(q, kv, li, plan, spec.scaling)  # [N, H, D]
         h = h + spec.lin["o"](o.reshape(n, -1))
         gate, up = spec.lin["gate_up"](rms_norm(h, *spec.norm2)).chunk(2, dim=-1)
         return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP

