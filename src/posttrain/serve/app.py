@@ -84,7 +84,8 @@ def create_app(engine: PagedEngine, model_name: str, api_key: str | None = None)
 
     # `posttrain`: this server's own field; its compute dtype says whether greedy repeats (fp32 does)
     card = {"id": model_name, "object": "model", "created": 0, "owned_by": "posttrain", "max_model_len": engine.max_model_len,
-            "posttrain": {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason}}
+            "posttrain": {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason,
+                          "attention": engine.attention_backend[0], "attention_reason": engine.attention_backend[1]}}
 
     @app.get("/v1/models", dependencies=v1)
     async def models():
