@@ -170,6 +170,7 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     log.close()
     save_policy(model, tokenizer, run_dir / "checkpoint")
     engine_info = {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason,
-                   "batch_invariant": engine.config.batch_invariant}
+                   "batch_invariant": engine.config.batch_invariant, "attention": engine.attention_backend[0],
+                   "fp32_kernel": engine.fp32_kernel}
     return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores),
             "engine": engine_info}, history

@@ -75,6 +75,7 @@ def test_preempted_and_recomputed_sequences_keep_their_outputs(model):
     (("auto", CPU, torch.bfloat16, "int8", 64, 16, False), "int8"),
     (("auto", CPU, torch.float32, "float32", 48, 16, False), "head_dim 48"),
     (("auto", CPU, torch.float32, "float32", 64, 4, False), "block_size 4"),
+    (("auto", CPU, torch.float32, "bfloat16", 64, 16, False), "not in the compute dtype"),
     (("auto", torch.device("meta"), torch.float32, "float32", 64, 16, False), "meta"),
 ])
 def test_cases_the_kernels_do_not_cover_take_the_torch_path(args, why):

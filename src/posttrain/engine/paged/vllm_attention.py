@@ -33,20 +33,22 @@ def isa_for(dtype: torch.dtype, block_size: int, head_dim: int) -> str:
     return "vec" if block_size % 32 == 0 else "vec16"
 
 
-def attention_backend(requested: str, device: torch.device, dtype: torch.dtype, kv_dtype: str,
+def attention_backend(requested: str, device: torch.device, dtype: torch.dtype, kv_store: str,
                       head_dim: int, block_size: int, exact: bool) -> tuple[str, str]:
-    """("vllm-cpu" | "torch", why) for EngineConfig.kernels ("auto" | "torch" | "vllm");
-    "vllm" that cannot be honoured is an error, "auto" falls back to torch."""
+    """("vllm-cpu" | "torch", why) for EngineConfig.kernels ("auto" | "torch" | "vllm"), kv_store
+    being the K/V's stored dtype; "vllm" that cannot be honoured is an error, "auto" falls back."""
     if requested == "torch":
         return "torch", "asked"
     if device.type != "cpu":
         why = f"vLLM-CPU's kernels are for CPUs, this engine runs on {device.type}"
     elif exact:
         why = "exact (float64) attention runs in torch"
-    elif kv_dtype == "int8":
+    elif kv_store == "int8":
         why = "int8 K/V is read by the torch path only"
     elif dtype not in (torch.float32, torch.bfloat16):
         why = f"{dtype} is not a dtype vLLM's CPU attention takes here"
+    elif getattr(torch, kv_store) != dtype:
+        why = f"K/V stored in {kv_store}, not in the compute dtype, is read by the torch path only"
     elif head_dim not in HEAD_SIZES:
         why = f"head_dim {head_dim} is not one of vLLM's CPU kernel sizes {HEAD_SIZES}"
     elif block_size % BLOCK_ALIGN:
