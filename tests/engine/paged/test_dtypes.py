@@ -134,7 +134,7 @@ def test_an_exact_engine_says_so_where_no_padding_makes_rows_invariant(monkeypat
 def test_onednn_fp32_kernel_is_close_to_f_linear_and_follows_updates(model):
     """The faster fp32 kernel (oneDNN's packed GEMM) rounds apart from F.linear, by fp32 ulps only."""
     src = model.model.layers[0].mlp.gate_proj
-    lin = PackedLinear(src, fp32_kernel="onednn")
+    lin = PackedLinear(src, gemm="onednn")
     x = torch.randn(9, model.config.hidden_size, generator=torch.Generator().manual_seed(0))
     for rows in (1, 9):
         torch.testing.assert_close(lin(x[:rows]), torch.nn.functional.linear(x[:rows], src.weight), rtol=1e-5, atol=1e-5)
@@ -146,12 +146,12 @@ def test_onednn_fp32_kernel_is_close_to_f_linear_and_follows_updates(model):
     finally:
         with torch.no_grad():
             src.weight.copy_(saved)
-    with pytest.raises(ValueError, match="fp32_kernel"):
-        PackedLinear(src, fp32_kernel="blas")
+    with pytest.raises(ValueError, match="gemm must be"):
+        PackedLinear(src, gemm="blas")
 
 
 def test_exact_engines_keep_mkl_and_others_take_the_faster_kernel(monkeypatch, model):
     monkeypatch.setattr(packed, "_fastest", {torch.get_num_threads(): "onednn"})
     assert LocalEngine(model, config=EngineConfig(batch_invariant=True)).fp32_kernel == "mkl"
     assert LocalEngine(model).fp32_kernel == "onednn"
-    assert packed.fastest_fp32_kernel() in packed.FP32_KERNELS
+    assert packed.fastest_fp32_kernel() in packed.GEMMS

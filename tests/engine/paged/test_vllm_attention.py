@@ -141,3 +141,26 @@ def test_bf16_greedy_replies_do_not_depend_on_the_prefix_cache_on_smollm2(smollm
     policy, _ = load_policy(smollm2_dir)
     pairs = greedy_cold_and_cached(policy, 100, 40, policy.config.vocab_size)
     assert sum(cold != cached for cold, cached in pairs) == 0
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_vllm_gemm_matches_f_linear_and_follows_updates(model, dtype, tol):
+    from posttrain.kernels.packed import PackedLinear
+
+    src = torch.nn.Linear(model.config.hidden_size, 96, bias=True).to(dtype)
+    lin = PackedLinear(src, gemm="vllm")
+    x = torch.randn(5, model.config.hidden_size, generator=torch.Generator().manual_seed(0)).to(dtype)
+    with torch.no_grad():
+        for rows in (1, 5):
+            torch.testing.assert_close(lin(x[:rows]), src(x[:rows]), rtol=tol, atol=tol)
+        src.weight.mul_(2.0)  # an optimizer step in place: the handler is rebuilt
+        torch.testing.assert_close(lin(x), src(x), rtol=tol, atol=tol)
+
+
+@needs_kernels
+def test_an_engine_beside_vllm_attention_uses_vllm_gemm_except_for_int8_weights(model):
+    assert LocalEngine(model, config=EngineConfig(kernels="vllm")).gemm == "vllm"
+    assert LocalEngine(model, config=EngineConfig(kernels="torch")).gemm in ("mkl", "onednn")
+    int8 = LocalEngine(model, config=EngineConfig(kernels="vllm", dtype="bfloat16", weights="int8"))
+    assert int8.attention_backend[0] == "vllm-cpu" and int8.gemm != "vllm"

@@ -9,7 +9,7 @@ many sequences are packed flat, K/V are written to their slots and read back thr
 sequence's block table.
 
 With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16,
-and fp32 with fp32_kernel="onednn"); MKL's are batch-invariant (a token's logits do not depend on
+and fp32 with gemm="onednn"; every dtype through vLLM-CPU's with gemm="vllm"); MKL's are batch-invariant (a token's logits do not depend on
 how many tokens share its step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
 float64 (kernels/exact_attention.py), so its result does not depend on the order the paged
 layout sums in either.
@@ -45,7 +45,7 @@ class Batch:
 
 class ModelRunner:
     def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None,
-                 fp32_kernel: str = "mkl", attention=None):
+                 gemm: str = "mkl", attention=None):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -58,14 +58,14 @@ class ModelRunner:
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
         # share the model's weights (packed: a copy that follows them); linear: another class (int8)
-        self.linears = linears_of(model, packed, linear, fp32_kernel)
+        self.linears = linears_of(model, packed, linear, gemm)
         self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
         # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
         self.attention = attention or TorchAttention(attn_dtype)
         self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
         self.attention_backend = ("torch", "the runner's default")  # the engine's choice, and why
-        self.gemm = fp32_kernel
+        self.gemm = gemm  # the linears' kernel (kernels/packed.py GEMMS)
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 
