@@ -52,6 +52,8 @@ def test_load_tasks_sorts_and_accepts_single_dir(tmp_path):
     (lambda p: (p / "task.toml").write_text("[agent\n"), "not valid TOML"),
     (lambda p: (p / "task.toml").write_text('[agent]\ntimeout_sec = "soon"\n'), "agent.timeout_sec"),
     (lambda p: (p / "task.toml").write_text('[environment]\nmemory_mb = 1.5\n'), "memory_mb"),
+    (lambda p: (p / "task.toml").write_text('[verifier]\nreward_range = [1, 0]\n'), "low < high"),
+    (lambda p: (p / "task.toml").write_text('[verifier]\nreward_range = [0, inf]\n'), "finite"),
 ])
 def test_malformed_task_gives_one_line_reason(tmp_path, breakage, message):
     path = _task(tmp_path)

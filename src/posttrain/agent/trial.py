@@ -77,7 +77,7 @@ def verify(task: Task, sandbox: Sandbox) -> Verdict:
     if result.timed_out:
         return Verdict(0.0, "verifier_timeout", error="verifier timed out", result=result)
     try:
-        reward, details = parse_reward(verifier_dir)
+        reward, details = parse_reward(verifier_dir, task.config.verifier.reward_range)
     except VerifierError as e:
         return Verdict(0.0, "verifier_error", error=str(e), result=result)
     return Verdict(reward, "ok", details, result=result)

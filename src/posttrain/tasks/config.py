@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
 
 Number = StrictFloat | StrictInt
 
@@ -31,6 +33,16 @@ class VerifierSection(_HarborSection):
     timeout_sec: Number = 600.0
     env: dict[str, StrictStr] = Field(default_factory=dict)
     user: StrictStr | None = None
+    # A posttrain extension: the rewards the verifier may write; any other value is an error.
+    reward_range: tuple[Number, Number] = (0.0, 1.0)
+
+    @field_validator("reward_range")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = v
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"reward_range must be two finite numbers, low < high (got {list(v)})")
+        return float(lo), float(hi)
 
 
 class SolutionSection(_HarborSection):

@@ -2,7 +2,8 @@
 
 reward.json (a flat object with a numeric `reward`; other numeric keys kept as
 metrics) is read first, as Harbor's code does; else reward.txt (one float).
-A missing, empty or non-numeric reward is a VerifierError, never a zero.
+A missing, empty, non-numeric, non-finite or out-of-range reward is a VerifierError
+naming the value, never a zero.
 """
 
 from __future__ import annotations
@@ -45,9 +46,19 @@ def _from_txt(path: Path) -> float:
     return _number(value, str(path))
 
 
-def parse_reward(verifier_dir: str | Path) -> tuple[float, dict[str, float]]:
-    """(reward, other numeric metrics) from a /logs/verifier directory."""
-    d = Path(verifier_dir)
+def parse_reward(verifier_dir: str | Path, reward_range: tuple[float, float] = (0.0, 1.0)
+                 ) -> tuple[float, dict[str, float]]:
+    """(reward, other numeric metrics) from a /logs/verifier directory; the reward must lie
+    in the task's declared range ([verifier] reward_range)."""
+    reward, details = _parse(Path(verifier_dir))
+    lo, hi = reward_range
+    if not lo <= reward <= hi:
+        raise VerifierError(f"{verifier_dir}: reward {reward!r} is outside the task's "
+                            f"reward range [{lo:g}, {hi:g}]")
+    return reward, details
+
+
+def _parse(d: Path) -> tuple[float, dict[str, float]]:
     json_path, txt_path = d / "reward.json", d / "reward.txt"
     details: dict[str, float] = {}
     if json_path.is_file():

@@ -131,7 +131,7 @@ def _toml_value(v) -> str:
         return repr(v)
     if isinstance(v, str):
         return json.dumps(v)
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
