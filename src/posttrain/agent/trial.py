@@ -1,7 +1,8 @@
 """One task in one sandbox: start it from the task's environment, run the oracle, verify.
 
 Tests are bound in at /tests only for the verifier command, after the agent phase,
-and /logs/verifier is emptied first so nothing the agent wrote there counts.
+and /logs/verifier is emptied first so nothing the agent wrote there counts. Servers
+the agent or the oracle left running stay for the tests; close() kills them.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def run_oracle(task: Task, sandbox: Sandbox) -> ExecResult:
 
 
 def fresh_verifier_dir(sandbox: Sandbox) -> Path:
-    """Stop whatever the agent left running, then replace /logs/verifier with an empty dir
-    (from the host side, so no mode or link the agent set can keep an old reward)."""
-    sandbox.stop_processes()
+    """Stop what the agent left running except its servers (the tests may query them, as
+    in Harbor), then replace /logs/verifier with an empty dir (from the host side, so no
+    mode or link the agent set can keep an old reward)."""
+    sandbox.stop_all_but_servers()
     verifier = sandbox.host_path("/logs/verifier")
     if verifier.is_symlink() or verifier.is_file():
         verifier.unlink()

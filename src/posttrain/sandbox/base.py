@@ -100,6 +100,12 @@ class Sandbox(abc.ABC):
         """Kill every process still running inside; files stay. Backends with processes
         that outlive a command override this."""
 
+    def stop_all_but_servers(self) -> None:
+        """End of the agent phase: kill every process except those that serve (hold a
+        listening socket, sandbox/servers.py), which stay for the verifier; close() kills
+        them. Backends that cannot tell servers apart stop everything."""
+        self.stop_processes()
+
     def healthy(self, timeout_s: float = 5.0) -> bool:
         """True when a trivial command runs and exits 0 in time."""
         try:

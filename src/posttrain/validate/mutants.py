@@ -104,7 +104,7 @@ def truncate(data: bytes) -> bytes:
 
 def apply_output_mutation(sandbox: Sandbox, kind: str, path: str) -> None:
     """Mutate /app content from the host. Paths come from a walk that follows no links."""
-    sandbox.stop_processes()
+    sandbox.stop_all_but_servers()
     host = sandbox.host_path(path)
     if kind == "rename":
         os.rename(host, host.with_name(host.name + ".mutant"))

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox import hostdir
+from posttrain.sandbox import hostdir, servers
 from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, exit_code_of
 from posttrain.sandbox.bwrap import args as bwrap_args
 from posttrain.sandbox.bwrap import seccomp
@@ -35,6 +35,18 @@ from posttrain.types import ExecResult
 
 LONG_COMMAND = 100_000      # bytes; longer commands go through a file (one argv string <= 128 KiB)
 NETWORK_MODES = ("no-network", "public")
+
+
+def _oldest_child(pid: int) -> list[int]:
+    """The runner's bash: the first child of its namespace's init (orphans it adopts later
+    all started after it)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    started = {int(c): hostdir.process_start(int(c)) for c in children}
+    alive = [c for c, t in started.items() if t is not None]
+    return [min(alive, key=lambda c: int(started[c]))] if alive else []
 
 
 def _once(fn):
@@ -278,6 +290,22 @@ class BwrapSandbox(Sandbox):
         self._kill_runner()
         for ns in oneshots:
             ns.kill()
+
+    def stop_all_but_servers(self) -> None:
+        """Keep the runner and what serves in its namespace; one-off execs have their own
+        namespaces, which no later command reaches, so they go."""
+        with self._state:
+            oneshots = list(self._oneshots)
+        for ns in oneshots:
+            ns.kill()
+        with self._lock:                # not under a running command
+            runner = self._runner
+            init = runner.ns.init_pid() if runner and runner.alive else None
+            if init is None:
+                return
+            keep = {init, *_oldest_child(init)}
+            if not servers.kill_all_but_servers(lambda: servers.namespace_pids(init), keep):
+                self._kill_runner()
 
     def close(self) -> None:
         with self._state:

@@ -78,7 +78,11 @@ class ContainerCgroup:
     def kill_all_but(self) -> None:
         """SIGKILL every process except the kept ones (call while the container is frozen,
         so nothing forks in between; the kills land when it thaws)."""
-        for pid in self.group.pids():
+        self.kill(self.group.pids())
+
+    def kill(self, pids) -> None:
+        """SIGKILL those of `pids` that are not kept."""
+        for pid in pids:
             if pid not in self.keep:
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ only for the command that asks. The image's own /app is copied into the host dir
 A timeout, an output flood or stop_processes() freezes the container and kills every
 process but its init from the host (a cancelled `docker exec` client leaves its
 process running); when the cgroup is not visible the container is killed and started.
+Before the verifier, stop_all_but_servers() keeps what serves (sandbox/servers.py).
 
 A task with environment/docker-compose.yaml also gets its sidecars (compose.py):
 they start first, on the project's internal network, which this container then joins.
@@ -29,7 +30,7 @@ import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
-from posttrain.sandbox import hostdir
+from posttrain.sandbox import hostdir, servers
 from posttrain.sandbox.base import Sandbox, SandboxSpec
 from posttrain.sandbox.capture import capture
 from posttrain.sandbox.docker import build as docker_build
@@ -276,6 +277,23 @@ class DockerSandbox(Sandbox):
                 return
         engine.run(self.cli, "kill", self.id, check=False)
         self._restart()
+
+    def stop_all_but_servers(self) -> None:
+        """Kill every process except the container's init and what serves, frozen first so
+        nothing forks in between; without a visible cgroup, everything goes."""
+        if not self._started:
+            return
+        if self.cgroup is None:
+            self.stop_processes()
+            return
+        engine.run(self.cli, "pause", self.id, check=False)
+        try:
+            victims = set(self.cgroup.pids()) - servers.serving(self.cgroup.pids())
+            self.cgroup.kill(victims)
+        finally:
+            engine.run(self.cli, "unpause", self.id, check=False)
+        if not servers.kill_all_but_servers(self.cgroup.pids, set()):
+            self.stop_processes()
 
     def close(self) -> None:
         if self._closed:
