@@ -70,6 +70,31 @@ def test_build_is_cached_by_content_and_seeds_app(tmp_path, docker_engine):
 
 
 @pytest.mark.slow
+def test_a_retagged_base_rebuilds(tmp_path, docker_engine):
+    """The cache key holds the base's image id: a tag moved to another image rebuilds."""
+    tag = f"posttrain-test-base-{uuid.uuid4().hex[:8]}:1"
+    (tmp_path / "other").mkdir()
+    other = _env(tmp_path / "other", f"FROM {BASE}\nRUN echo other > /base-was\n")
+    env = _env(tmp_path, f"FROM {tag}\nRUN cat /base-was 2>/dev/null || echo first > /base-was\n")
+    subprocess.run(["docker", "tag", BASE, tag], check=True)
+    try:
+        with open_sandbox("docker", SandboxSpec()) as sb:
+            prepare_environment(env, sb)
+            first = sb.build
+            assert sb.exec("cat /base-was").stdout == "first\n"
+        with open_sandbox("docker", SandboxSpec()) as sb:
+            prepare_environment(other, sb)
+            subprocess.run(["docker", "tag", sb.build.image, tag], check=True)
+        with open_sandbox("docker", SandboxSpec()) as sb:
+            prepare_environment(env, sb)
+            assert not sb.build.cached and sb.build.image != first.image
+            assert sb.exec("cat /base-was").stdout == "other\n"
+    finally:
+        subprocess.run(["docker", "rmi", tag], capture_output=True)
+    assert _leftovers() == []
+
+
+@pytest.mark.slow
 def test_isolation_flags_and_mounts(tmp_path, docker_engine):
     tests = tmp_path / "tests"
     tests.mkdir()

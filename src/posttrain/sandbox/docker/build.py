@@ -1,7 +1,8 @@
 """Build a task's environment/ into an image, once per build-context content.
 
-The image tag is the hash of the context's files (paths, modes, bytes) and of the
-build settings below, so an unchanged task never rebuilds and a changed one always
+The image tag is the hash of the context's files (paths, modes, bytes), of the build
+settings below and of the id each FROM image has in the engine, so an unchanged task
+never rebuilds and a changed one, or one whose base tag now names another image, always
 does. Each build's log is kept beside the image cache (`build_log(hash)`).
 
 Settings for air-gapped and proxied machines (environment variables, read here only):
@@ -129,21 +130,31 @@ def ensure_base(cli: str, image: str) -> None:
             f"or map it to a local image with POSTTRAIN_DOCKER_BASE_MAP='{image}=LOCAL_IMAGE'")
 
 
+def base_ids(cli: str, bases: list[str]) -> list[str]:
+    """The engine's id of each base image (pulled first where missing): a tag moved to
+    another image changes the id, and so the build's cache key."""
+    out = []
+    for base in dict.fromkeys(bases):
+        ensure_base(cli, base)
+        out.append(engine.run(cli, "image", "inspect", "--format", "{{.Id}}", base,
+                              timeout=30).stdout.decode().strip())
+    return out
+
+
 def build(cli: str, env_dir: Path, timeout_s: float, dockerfile_name: str = "Dockerfile") -> Built:
-    """The image for env_dir: from the cache when its content was built before."""
+    """The image for env_dir: from the cache when its content and its bases were built before."""
     env_dir = Path(env_dir)
     dockerfile = env_dir / dockerfile_name
     if not dockerfile.is_file():
         raise SandboxError(f"{env_dir}: no {dockerfile_name} to build")
     mapping, with_ca = base_map(), pass_proxy()
     text, bases = rewrite(dockerfile.read_text(encoding="utf-8"), mapping, with_ca)
-    digest = context_hash(env_dir, f"{text}\0{with_ca}")
-    image, log = f"posttrain-env:{digest[:16]}", build_log(digest)
     start = time.monotonic()
+    ids = base_ids(cli, bases)
+    digest = context_hash(env_dir, f"{text}\0{with_ca}\0{' '.join(ids)}")
+    image, log = f"posttrain-env:{digest[:16]}", build_log(digest)
     if engine.image_exists(cli, image):
         return Built(image, True, time.monotonic() - start, log)
-    for base in dict.fromkeys(bases):
-        ensure_base(cli, base)
     with tempfile.TemporaryDirectory(prefix="posttrain-build-") as tmp:
         ctx = Path(tmp) / "context"
         shutil.copytree(env_dir, ctx, symlinks=True)
