@@ -154,35 +154,65 @@ def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     return Check("hacks", True, evidence=ev)
 
 
+def _guarded(name: str, run, errors: list[str]):
+    """run(), or None with the error noted: a failure of the mutation step itself (a file
+    the oracle named differently this time, a sandbox that would not start) is reported,
+    never a verdict on the task."""
+    try:
+        return run()
+    except Exception as e:
+        errors.append(f"{name}: {type(e).__name__}: {e}")
+        return None
+
+
+def _run_mutant(name: str, run, results: list, errors: list[str]) -> None:
+    a = _guarded(name, run, errors)
+    if a is not None:
+        results.append((name, a.reward))
+
+
 def mutation(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """Share of oracle mutants the tests reject: the verifier's strength."""
     script = (task.solution_dir / "solve.sh").read_text(encoding="utf-8", errors="replace")
-    results = []
+    results, errors = [], []
     with tempfile.TemporaryDirectory(prefix="posttrain-mutant-") as tmp:
         for i, (name, text) in enumerate(mutants.drop_step_mutants(script, cfg.max_mutants // 2)):
             sol = mutants.mutant_solution(task.solution_dir, text, Path(tmp) / f"m{i}")
-            results.append((name, attempt(task, cfg, solution_dir=sol).reward))
+            _run_mutant(name, lambda: attempt(task, cfg, solution_dir=sol), results, errors)
         for path in mutants.supplied(task.solution_dir, cfg.max_mutants // 2):
             sol = mutants.mutant_solution(task.solution_dir, path.read_text(),
                                           Path(tmp) / f"s-{path.stem}")
-            results.append((f"supplied {path.stem}", attempt(task, cfg, solution_dir=sol).reward))
-    probe = attempt(task, cfg, oracle=True, verifies=0, track=True)
-    for kind, path in mutants.output_targets(probe.before, probe.after,
-                                             cfg.max_mutants - len(results)):
-        a = attempt(task, cfg, oracle=True,
-                    after_agent=lambda sb, at, k=kind, p=path: mutants.apply_output_mutation(sb, k, p))
-        results.append((f"{kind} {path}", a.reward))
+            _run_mutant(f"supplied {path.stem}", lambda: attempt(task, cfg, solution_dir=sol),
+                        results, errors)
+    probe = _guarded("output probe", lambda: attempt(task, cfg, oracle=True, verifies=0,
+                                                     track=True), errors)
+    targets = mutants.output_targets(probe.before, probe.after,
+                                     cfg.max_mutants - len(results)) if probe else []
+    for kind, path in targets:      # each run() is called at once: kind and path are current
+        _run_mutant(f"{kind} {path}", lambda: attempt(
+            task, cfg, oracle=True,
+            after_agent=lambda sb, at: mutants.apply_output_mutation(sb, kind, path)),
+            results, errors)
+    return _strength(results, errors, cfg)
+
+
+def _strength(results: list[tuple[str, float]], errors: list[str], cfg: ValidateConfig) -> Check:
+    noted = {"errors": errors} if errors else {}
+    if not results and errors:
+        return Check("mutation", None, reason=f"not judged: no mutant could run "
+                     f"({len(errors)} errors; first: {errors[0][:200]})", evidence=noted)
     if not results:
         return skipped("mutation", "no mutant applies (empty solve.sh and no output under /app)")
     killed = [n for n, r in results if not _solved(r, cfg)]
     survived = [n for n, r in results if _solved(r, cfg)]
     strength = len(killed) / len(results)
     ev = {"mutants": len(results), "killed": len(killed), "strength": strength,
-          "survived": survived}
+          "survived": survived, **noted}
     if strength < cfg.min_strength:
+        note = f"; {len(errors)} more could not run" if errors else ""
         return Check("mutation", False, "weak-verifier", f"only {len(killed)} of {len(results)} "
                      f"oracle mutants fail the tests (strength {strength:.2f}); survived: "
-                     + "; ".join(survived[:3]), ev)
+                     + "; ".join(survived[:3]) + note, ev)
     return Check("mutation", True, evidence=ev)
 
 

@@ -40,12 +40,15 @@ def skipped(name: str, reason: str) -> Check:
 
 
 def task_status(checks: dict[str, Check]) -> tuple[str, list[str]]:
-    """(worst status among failed checks, the reasons that led to it)."""
+    """(worst status among failed checks, the reasons that led to it, then the errors of
+    checks that could not judge, e.g. the mutation step's own)."""
     failed = [c for c in checks.values() if c.passed is False]
+    unjudged = [f"{c.name}: {c.reason}" for c in checks.values()
+                if c.passed is None and c.evidence.get("errors")]
     if not failed:
-        return "ok", []
+        return "ok", unjudged
     worst = min(failed, key=lambda c: STATUSES.index(c.flags)).flags
-    return worst, [f"{c.name}: {c.reason}" for c in failed if c.flags == worst]
+    return worst, [f"{c.name}: {c.reason}" for c in failed if c.flags == worst] + unjudged
 
 
 @dataclass

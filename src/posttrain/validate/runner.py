@@ -23,6 +23,7 @@ from posttrain.validate.static import leak_check, load_task
 MARKERS = ("task.toml", "instruction.md", "tests", "solution", "environment", "task.yaml")
 NEEDS = {"instruction_files": ("nop",), "determinism": ("oracle", "nop"), "hacks": ("nop",),
          "trivial": ("nop",), "mutation": ("oracle",)}
+NOT_A_VERDICT = ("mutation",)   # its harness failing says nothing about the task
 OnCheck = Callable[[str, str, bool], None]   # (task id, check name, reused from a saved run)
 
 
@@ -56,16 +57,28 @@ def checks_for(task) -> dict:
     return REPLY_CHECKS if task.single_turn else DYNAMIC
 
 
+def _crashed(name: str, e: Exception) -> tuple[Check, bool]:
+    """(the check, whether to save it) for a check that raised. The task's own fault (a
+    PosttrainError, e.g. an unsupported Dockerfile) makes it broken; anything else is
+    infrastructure, reported and retried on resume. A step in NOT_A_VERDICT never judges
+    the task by its own failure: the error is reported and the other checks stand."""
+    why = f"{type(e).__name__}: {e}"
+    if name in NOT_A_VERDICT:
+        return Check(name, None, reason=f"not judged: the {name} step failed ({why})",
+                     evidence={"errors": [why]}), False
+    if isinstance(e, PosttrainError):
+        ev = {"build_log_tail": e.log_tail} if getattr(e, "log_tail", None) else {}
+        return Check(name, False, "broken", str(e), ev), True
+    return Check(name, False, "broken", f"infra error: {why}"), False
+
+
 def _run_one(name: str, task, cfg: ValidateConfig, checks: dict[str, Check]) -> tuple[Check, bool]:
     """(the check, whether to save it): crashes are reported but retried on resume."""
     t0 = time.perf_counter()
     try:
         check, keep = checks_for(task)[name](task, cfg, checks), True
-    except PosttrainError as e:            # the task's own fault, e.g. an unsupported Dockerfile
-        ev = {"build_log_tail": e.log_tail} if getattr(e, "log_tail", None) else {}
-        check, keep = Check(name, False, "broken", str(e), ev), True
-    except Exception as e:                 # infrastructure: report, do not remember
-        check, keep = Check(name, False, "broken", f"infra error: {type(e).__name__}: {e}"), False
+    except Exception as e:
+        check, keep = _crashed(name, e)
     check.seconds = round(time.perf_counter() - t0, 3)
     return check, keep
 
