@@ -57,9 +57,6 @@ def _listening(pid: int) -> set[int]:
 
 def serving(pids: Iterable[int]) -> set[int]:
     """The pids among `pids` that hold a listening socket."""
-    pids = list(pids)
-    if not pids:
-        return set()
     listening: dict[str, set[int]] = {}       # per network namespace
     out = set()
     for pid in pids:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-import math
-
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr,
+                      field_validator)
 
 Number = StrictFloat | StrictInt
 

@@ -288,8 +288,8 @@ class DockerSandbox(Sandbox):
             return
         engine.run(self.cli, "pause", self.id, check=False)
         try:
-            victims = set(self.cgroup.pids()) - servers.serving(self.cgroup.pids())
-            self.cgroup.kill(victims)
+            pids = self.cgroup.pids()
+            self.cgroup.kill(set(pids) - servers.serving(pids))
         finally:
             engine.run(self.cli, "unpause", self.id, check=False)
         if not servers.kill_all_but_servers(self.cgroup.pids, set()):
