@@ -70,13 +70,16 @@ def test_the_transform_is_idempotent_copies_and_comes_off():
     assert not any(is_checkpointed(layer) or "forward" in vars(layer) for layer in model.model.layers)
 
 
+@pytest.mark.parametrize("lora_rank", [0, 4])
 @pytest.mark.parametrize("packed", [True, False])
-def test_a_trainer_step_with_checkpointing_equals_the_plain_step(packed):
+def test_a_trainer_step_with_checkpointing_equals_the_plain_step(packed, lora_rank):
     episodes = _groups(2, 4, False)
     cfg = RLConfig(packed=packed, share_prefix=False, tis="token")
     weights = []
     for on in (False, True):
-        trainer = PolicyTrainer(_model(), 0, OptimConfig(lr=1e-2, activation_checkpointing=on, logprob_chunk=8))
+        torch.manual_seed(0)  # the same LoRA initialisation in both
+        optim = OptimConfig(lr=1e-2, activation_checkpointing=on, logprob_chunk=8, lora_rank=lora_rank)
+        trainer = PolicyTrainer(_model(), 0, optim)
         assert trainer.setup["activation_checkpointing"] is on
         trainer.rl_step(episodes, cfg)
         weights.append([p.detach().clone() for p in trainer.model.parameters()])

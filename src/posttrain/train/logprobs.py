@@ -48,7 +48,8 @@ def _shifted_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     # No KV cache: the trainer never decodes, and layers that write one cannot be checkpointed
     # (train/act_checkpoint.py).
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                use_cache=False)
     logits = out.logits[:, :-1].float()
     return logits / temperature if temperature != 1.0 else logits
 

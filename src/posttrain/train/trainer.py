@@ -130,8 +130,8 @@ class PolicyTrainer:
         self.head = ChunkedHead(optim.logprob_chunk) if optim.logprob_chunk else None
         # What the run records of the transforms (summary.json "trainer").
         self.setup = {"compute_dtype": self.compute_dtype, "logprob_chunk": optim.logprob_chunk,
-                      "lora_rank": optim.lora_rank, "activation_checkpointing": optim.activation_checkpointing,
-                      "trainable_params": sum(p.numel() for p in self.params)}
+                      "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params),
+                      "activation_checkpointing": optim.activation_checkpointing}
         self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
                                            weight_decay=optim.weight_decay, fused=optim.fused or None)
 
