@@ -34,13 +34,13 @@ RTOL_LOSS, RTOL_GRAD = 1e-5, 1e-4  # grads: max |diff| over max |grad|
 
 def _arm(arm: str, tokens: int, tmp: Path) -> dict:
     out = tmp / f"{arm}_{tokens}.pt"
-    subprocess.run([sys.executable, str(LONG_STEP), "--arm", arm, "--tokens", str(tokens), "--out", str(out)],
-                   check=True)
+    subprocess.run([sys.executable, str(LONG_STEP), "--arm", arm, "--tokens", str(tokens),
+                    "--out", str(out)], check=True)
     result = torch.load(out)
     out.unlink()
-    print(f"  {arm:>8} at {tokens:>6} tokens: " + (f"{result['peak_mb']:,.0f} MB, {result['time_s']:.1f} s"
-                                                    if result["fits"] else f"does not fit ({result['error']})"),
-          flush=True)
+    what = (f"{result['peak_mb']:,.0f} MB, {result['time_s']:.1f} s" if result["fits"]
+            else f"does not fit ({result['error']})")
+    print(f"  {arm:>8} at {tokens:>6} tokens: {what}", flush=True)
     return result
 
 
@@ -72,7 +72,8 @@ def measure(tokens: int) -> dict:
         lean_same = lean if plain_tokens == tokens else _arm("lean", plain_tokens, Path(tmp))
     fits = plain_tokens == tokens
     return {
-        "long_step_tokens": tokens, "vocab": VOCAB, "logprob_chunk": CHUNK, "model": "tiny (hidden 128, 4 layers)",
+        "long_step_tokens": tokens, "vocab": VOCAB, "logprob_chunk": CHUNK,
+        "model": "tiny (hidden 128, 4 layers)",
         "long_step_peak_mb_lean": round(lean["peak_mb"], 1),
         "long_step_peak_mb_chunked_only": round(chunked["peak_mb"], 1),
         "long_step_peak_mb_plain": round(plain["peak_mb"], 1),
@@ -103,7 +104,8 @@ def _table(r: dict) -> str:
             ("plain (full logits)", r["long_step_plain_tokens"], r["long_step_peak_mb_plain"],
              r["long_step_time_s_plain"])]
     if r["long_step_plain_tokens"] != r["long_step_tokens"]:
-        rows.append(("lean, plain's length", r["long_step_plain_tokens"], None, r["long_step_time_s_lean_same_tokens"]))
+        rows.append(("lean, plain's length", r["long_step_plain_tokens"], None,
+                     r["long_step_time_s_lean_same_tokens"]))
     lines = [f"{'arm':<30} {'tokens':>7} {'peak MB':>9} {'step s':>8}"]
     lines += [f"{a:<30} {n:>7} {'' if mb is None else f'{mb:,.0f}':>9} {s:>8.1f}" for a, n, mb, s in rows]
     lines += [f"peak plain / lean: {r['long_step_peak_ratio']}x (target {TARGET_RATIO:.0f}x: "

@@ -2,8 +2,8 @@
 (RLConfig.kl_estimator). Schulman, "Approximating KL divergence" (2020): with tokens sampled from
 pi and d = logp_ref - logp,
     k1 = -d                    unbiased, high variance, negative on some tokens
-    k2 = d^2 / 2               biased, low variance, >= 0; its gradient is that of KL to first order
-    k3 = exp(d) - d - 1        unbiased, low variance, >= 0 (GRPO's penalty)
+    k2 = d^2 / 2               biased, low variance, >= 0; as a loss, on-policy, its gradient is KL's
+    k3 = exp(d) - d - 1        unbiased, low variance, >= 0 (GRPO's)
 Each takes logprobs [B, T] and ref_logprobs [B, T] and returns [B, T]; masking is the caller's.
 """
 
