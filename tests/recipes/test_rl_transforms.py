@@ -89,3 +89,14 @@ def test_the_quickstart_refuses_lora():
 
     with pytest.raises(ConfigError, match="LoRA"):
         load_config(None, "quick", ["rl.optim.lora_rank=4"])
+
+
+def test_a_run_with_a_kl_reference_and_checkpointing_logs_the_kl(tmp_path):
+    cfg = load_rl_config(None, _common(tmp_path) + ["rollout.steps=2", "algo.kl_coef=0.05",
+                                                    "optim.activation_checkpointing=true"])
+    summary = run_rl(cfg)
+    assert summary["trainer"]["activation_checkpointing"] is True
+    steps = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    kl = [s["kl_ref"] for s in steps if "kl_ref" in s]
+    assert len(kl) == 2 and kl[0] == 0.0 and kl[1] > 0
+    assert (cfg.run_dir / "checkpoints" / "reference.safetensors").is_file()

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from posttrain.train.advantages import group_normalized
-from posttrain.train.losses import get_loss, grpo_loss, k3_kl, sft_loss
+from posttrain.train.kl import k3_kl
+from posttrain.train.losses import get_loss, grpo_loss, sft_loss
 
 
 def test_group_normalized_hand_case():

@@ -164,7 +164,7 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     _sft(cfg, trainer, demos, log, phases)
     engine = LocalEngine(model, tokenizer)
     before, before_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
-    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim)
+    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim, reference=cfg.rl.algo.kl_coef > 0)
     history = _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases)
     after, after_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
     log.close()

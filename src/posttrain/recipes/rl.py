@@ -84,7 +84,7 @@ def replay_rl(cfg: RLRunConfig) -> Path:
     torch.set_num_threads(cfg.threads)
     env, _, model, tok, domain_ids = build_env(cfg, run_dir / "replay", None)
     engine = LockedEngine(LocalEngine(copy.deepcopy(model), tok))  # replay never generates
-    trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim)
+    trainer = PolicyTrainer(model, tok.pad_token_id, cfg.optim, reference=cfg.algo.kl_coef > 0)
     pipeline = Pipeline(env, engine, trainer, make_scheduler(cfg, domain_ids), cfg.rollout, cfg.algo)
     log = MetricsLog(run_dir / "replay")
     replay(pipeline, run_dir / "batches", lambda step, stats: log.log("rl", step, stats))

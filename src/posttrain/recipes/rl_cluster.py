@@ -35,7 +35,7 @@ def make_trainer(cfg: RLRunConfig, model, pad_id: int, run_dir: Path):
         # exact logprobs are the fp32 engine's bits: "auto" resolves to fp32 with them
         exact_fp32 = cfg.algo.exact_logprobs and cfg.optim.compute_dtype == "auto"
         optim = cfg.optim.model_copy(update={"compute_dtype": "fp32"}) if exact_fp32 else cfg.optim
-        return PolicyTrainer(model, pad_id, optim)
+        return PolicyTrainer(model, pad_id, optim, reference=cfg.algo.kl_coef > 0)
     if c.executor != "ray":
         raise PosttrainError("cluster.trainer_ranks > 1 runs the ranks as Ray actors: "
                              "set cluster.executor = \"ray\"")

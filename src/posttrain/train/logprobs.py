@@ -46,7 +46,10 @@ def _shifted_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     """Logits predicting token t from tokens < t, [B, T-1, V], scaled by 1/temperature."""
     check_temperature(temperature)
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    # No KV cache: the trainer never decodes, and layers that write one cannot be checkpointed
+    # (train/act_checkpoint.py).
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                use_cache=False)
     logits = out.logits[:, :-1].float()
     return logits / temperature if temperature != 1.0 else logits
 
@@ -73,8 +76,8 @@ def token_logprobs(
 def _head_token_logprobs(model, input_ids, attention_mask, temperature: float, head) -> torch.Tensor:
     check_temperature(temperature)
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    hidden = model.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids).last_hidden_state[:, :-1]
+    hidden = model.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         use_cache=False).last_hidden_state[:, :-1]
     lp = head_logprobs(head, hidden, output_weight(model), input_ids[:, 1:], attention_mask[:, 1:],
                        temperature)
     return torch.cat([torch.zeros_like(lp[:, :1]), lp], dim=1)

@@ -13,6 +13,7 @@ base is written once beside its checkpoints (checkpoints/lora_base.safetensors).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -64,14 +65,29 @@ def base_linear(module):
 
 def adapter_output(module, x: torch.Tensor) -> torch.Tensor | None:
     """The adapter's term (alpha / r) B A x of a LoRA-wrapped linear (no dropout: lora_dropout
-    is 0 here), or None for a plain one: what peft's forward adds to the base layer's output."""
-    if not hasattr(module, "lora_A"):
+    is 0 here), or None for a plain one or one whose adapters are off (`adapters_off`): what
+    peft's forward adds to the base layer's output."""
+    if not hasattr(module, "lora_A") or module.disable_adapters:
         return None
     return module.lora_B["default"](module.lora_A["default"](x)) * module.scaling["default"]
 
 
 def has_lora(model) -> bool:
     return bool(_lora_layers(model))
+
+
+@contextmanager
+def adapters_off(model):
+    """The base model within: every adapter switched off (peft's enable_adapters), then on again,
+    trainable (peft sets their requires_grad back)."""
+    layers = _lora_layers(model).values()
+    for layer in layers:
+        layer.enable_adapters(False)
+    try:
+        yield model
+    finally:
+        for layer in layers:
+            layer.enable_adapters(True)
 
 
 def _unique(state: dict) -> dict:

@@ -3,7 +3,8 @@
 All take per-token tensors [B, T]: logprobs (trainer, with grad), old_logprobs (the
 policy the PPO ratio is taken against), mask (1 on model tokens), and advantages [B].
 Optional keywords: clip_eps / clip_eps_high (the clip range), ref_logprobs + kl_coef
-(k3 penalty to a reference), rollout_logprobs + tis_cap + tis_level (truncated
+(+ kl_estimator, a name in train.kl.KL_ESTIMATORS, "k3" by default, and kl_mode, see
+`_per_token`: the KL to a reference), rollout_logprobs + tis_cap + tis_level (truncated
 importance sampling against the sampler, see `tis_weights`), norm_len (Dr.GRPO's
 constant). They return the scalar loss and a dict of float stats.
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+
+from posttrain.train.kl import KL_ESTIMATORS
 
 LOSSES: dict[str, Callable] = {}
 LOSS_WEIGHTING: dict[str, str] = {}
@@ -40,12 +43,6 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim=None) -> torch.Tensor:
     return (x * mask).sum(dim) / mask.sum(dim).clamp(min=1)
 
 
-def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimator of KL(pi || ref): exp(ref - lp) - (ref - lp) - 1 >= 0."""
-    d = ref_logprobs - logprobs
-    return torch.exp(d) - d - 1
-
-
 def tis_weights(old_logprobs, rollout_logprobs, mask, cap: float, level: str = "token"):
     """Truncated IS weights w = min(pi_old / pi_rollout, cap), no grad; [B, T].
 
@@ -62,18 +59,33 @@ def tis_weights(old_logprobs, rollout_logprobs, mask, cap: float, level: str = "
     return raw.clamp(max=cap), ((raw > cap).float() * mask)
 
 
-def _surrogate(logprobs, old_logprobs, advantages, clip_low: float, clip_high: float):
-    """Per-token PPO surrogate min(r A, clip(r, 1-low, 1+high) A), r = exp(lp - old); [B, T]."""
+def _surrogate(logprobs, old_logprobs, adv, clip_low: float, clip_high: float):
+    """Per-token PPO surrogate min(r A, clip(r, 1-low, 1+high) A), r = exp(lp - old); [B, T].
+    adv: [B, 1] (one per sequence) or [B, T] (per token)."""
     ratio = torch.exp(logprobs - old_logprobs)
-    adv = advantages[:, None]
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip_low, 1 + clip_high) * adv)
     clipped = ((ratio < 1 - clip_low) | (ratio > 1 + clip_high)).float()
     return surrogate, ratio, clipped
 
 
+def _reference_kl(logprobs, kw) -> torch.Tensor | None:
+    """The per-token KL to the reference [B, T] by kw's estimator, or None without one."""
+    if kw.get("ref_logprobs") is None or kw.get("kl_coef", 0.0) <= 0:
+        return None
+    return KL_ESTIMATORS[kw.get("kl_estimator", "k3")](logprobs, kw["ref_logprobs"])
+
+
 def _per_token(logprobs, old_logprobs, advantages, mask, clip_low, clip_high, kw) -> tuple:
-    """-surrogate, TIS-weighted, plus the KL penalty; and the shared stats."""
-    surrogate, ratio, clipped = _surrogate(logprobs, old_logprobs, advantages, clip_low, clip_high)
+    """-surrogate, TIS-weighted, with the KL to the reference; and the shared stats.
+
+    kl_mode "loss" (default, GRPO's): + kl_coef * KL_t, differentiated. kl_mode "penalty" (the
+    KL in the reward, as PPO-RLHF): each token's advantage becomes A - kl_coef * KL_t, no
+    gradient through KL_t."""
+    kl = _reference_kl(logprobs, kw)
+    adv = advantages[:, None]
+    if kl is not None and kw.get("kl_mode", "loss") == "penalty":
+        adv = adv - kw["kl_coef"] * kl.detach()
+    surrogate, ratio, clipped = _surrogate(logprobs, old_logprobs, adv, clip_low, clip_high)
     per_token = -surrogate
     stats = {"clip_frac": masked_mean(clipped, mask).item(), "ratio_mean": masked_mean(ratio, mask).item()}
     if kw.get("rollout_logprobs") is not None and kw.get("tis_cap"):
@@ -82,8 +94,8 @@ def _per_token(logprobs, old_logprobs, advantages, mask, clip_low, clip_high, kw
         per_token = per_token * w
         stats |= {"tis_weight_mean": masked_mean(w, mask).item(),
                   "tis_truncated_frac": masked_mean(truncated, mask).item()}
-    if kw.get("ref_logprobs") is not None and kw.get("kl_coef", 0.0) > 0:
-        per_token = per_token + kw["kl_coef"] * k3_kl(logprobs, kw["ref_logprobs"])
+    if kl is not None and kw.get("kl_mode", "loss") == "loss":
+        per_token = per_token + kw["kl_coef"] * kl
     return per_token, stats
 
 
@@ -96,7 +108,7 @@ def _seq_mean(per_token, mask):
 @register("grpo")
 def grpo_loss(logprobs, old_logprobs, advantages, mask, clip_eps: float = 0.2, **kw):
     """GRPO (Shao et al. 2024): clipped ratio surrogate, mean over each sequence's
-    tokens, then over sequences; optional k3 KL penalty to a reference policy.
+    tokens, then over sequences; optional KL to a reference policy.
 
     ratio = exp(lp - old); surrogate = min(ratio * A, clip(ratio, 1-eps, 1+eps) * A).
     """

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from posttrain.train.losses import k3_kl, masked_mean
+from posttrain.train.kl import k3_kl
+from posttrain.train.losses import masked_mean
 
 
 def mismatch_stats(logprobs: torch.Tensor, rollout_logprobs: torch.Tensor,

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from posttrain.kernels.exact_attention import exact_sdpa
 from posttrain.kernels.exact_linear import exact_linear
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
+from posttrain.train.act_checkpoint import run_layer
 from posttrain.train.batch import right_pad
 from posttrain.train.chunked import head_logprobs
 from posttrain.train.logprobs import check_temperature, continuation_logprobs, placed
@@ -247,16 +248,16 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
     cos, sin = cos[0, :, None], signed_sines(sin[0])[:, None]  # [R, 1, D]
     *layers, last = inner.layers
     for layer in layers:
-        h = _layer(layer, h, cos, sin, lay, arch)
+        h = run_layer(_layer, layer, h, cos, sin, lay, arch)
     width = max(len(e.tokens) for e in episodes)
     if head is not None:
-        out = _last_layer(last, h, cos, sin, lay, arch)[lay.slot_out] if trim else \
-            _layer(last, h, cos, sin, lay, arch)[lay.logit_rows]
+        out = run_layer(_last_layer, last, h, cos, sin, lay, arch)[lay.slot_out] if trim else \
+            run_layer(_layer, last, h, cos, sin, lay, arch)[lay.logit_rows]
         hidden = rms_norm(out, inner.norm.weight, arch.eps)
         lp = head_logprobs(head, hidden, model.lm_head.weight, lay.targets, lay.valid, temperature)
         return placed(lp, lay.tail_pos, width)
     if trim:  # the last layer and the logits only on the distinct rows that make logits
-        logits = _logits(model, _last_layer(last, h, cos, sin, lay, arch), arch)[lay.slot_out]
+        logits = _logits(model, run_layer(_last_layer, last, h, cos, sin, lay, arch), arch)[lay.slot_out]
     else:
-        logits = _logits(model, _layer(last, h, cos, sin, lay, arch)[lay.logit_rows], arch)
+        logits = _logits(model, run_layer(_layer, last, h, cos, sin, lay, arch)[lay.logit_rows], arch)
     return continuation_logprobs(logits, lay.targets, lay.valid, lay.tail_pos, width, temperature)

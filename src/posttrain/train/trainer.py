@@ -11,23 +11,20 @@ import torch
 from pydantic import Field, field_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.errors import PosttrainError
+from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
 from posttrain.train.batch import Batch, collate
 from posttrain.train.logprobs import exact_token_logprobs, token_logprobs
-from posttrain.train.losses import (
-    LOSS_WEIGHTING,
-    LOSSES,
-    get_loss,
-    k3_kl,
-    masked_mean,
-    sft_loss,
-)
+from posttrain.train.kl import KL_ESTIMATORS
+from posttrain.train.losses import LOSS_WEIGHTING, LOSSES, get_loss, masked_mean, sft_loss
 from posttrain.train.chunked import ChunkedHead
 from posttrain.train.lora import LORA_TARGETS, apply_lora
 from posttrain.train.mismatch import mismatch_stats
 from posttrain.train.precision import ComputeDtype, compute_context, resolve_dtype
 from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
+from posttrain.train.reference import reference_of
 from posttrain.types import Episode
 
 
@@ -51,6 +48,8 @@ class OptimConfig(StrictModel):
     lora_rank: int = Field(0, ge=0)
     lora_alpha: float = Field(16.0, gt=0)
     lora_targets: tuple[str, ...] = LORA_TARGETS
+    # each decoder layer's activations recomputed in backward, not kept (train/act_checkpoint.py).
+    activation_checkpointing: bool = False
 
 
 class RLConfig(StrictModel):
@@ -59,7 +58,12 @@ class RLConfig(StrictModel):
     domain_norm: bool = False                # whiten advantages within each domain of a batch
     clip_eps: float = Field(0.2, gt=0)
     clip_eps_high: float | None = Field(None, gt=0)  # DAPO clip-higher; None: the loss's default
+    # KL to the reference (the policy when the trainer was built; train/reference.py): > 0 turns it
+    # on; the estimator is a name in train.kl.KL_ESTIMATORS; "loss" adds kl_coef * KL to the loss
+    # (GRPO), "penalty" takes it off each token's advantage (the KL in the reward; train/losses.py).
     kl_coef: float = Field(0.0, ge=0)
+    kl_estimator: str = "k3"
+    kl_mode: Literal["loss", "penalty"] = "loss"
     temperature: float = Field(1.0, gt=0)
     # Truncated IS against the sampler's logprobs. "none": the PPO ratio is taken against
     # the sampler directly; "token"/"sequence": the ratio is taken against the trainer's own
@@ -85,6 +89,13 @@ class RLConfig(StrictModel):
             raise ValueError(f"unknown loss {v!r}; known: {sorted(LOSSES)}")
         return v
 
+    @field_validator("kl_estimator")
+    @classmethod
+    def _known_kl(cls, v: str) -> str:
+        if v not in KL_ESTIMATORS:
+            raise ValueError(f"unknown kl_estimator {v!r}; known: {sorted(KL_ESTIMATORS)}")
+        return v
+
     @field_validator("advantage")
     @classmethod
     def _known_advantage(cls, v: str | None) -> str | None:
@@ -103,19 +114,24 @@ def _micro_batches(episodes: list[Episode], size: int):
 
 
 class PolicyTrainer:
-    """Holds the model being trained, its optimizer and an optional frozen reference."""
+    """Holds the model being trained, its optimizer and, with `reference`, the frozen reference
+    of a KL term (RLConfig.kl_coef): the policy as it is now (train/reference.py)."""
 
-    def __init__(self, model, pad_id: int, optim: OptimConfig, ref_model=None):
+    def __init__(self, model, pad_id: int, optim: OptimConfig, reference: bool = False):
         if optim.lora_rank:
             model = apply_lora(model, optim.lora_rank, optim.lora_alpha, optim.lora_targets)
-        self.model, self.pad_id, self.optim_cfg, self.ref_model = model, pad_id, optim, ref_model
+        self.reference = reference_of(model) if reference else None  # before checkpointing: a plain copy
+        if optim.activation_checkpointing:
+            checkpoint_layers(model)
+        self.model, self.pad_id, self.optim_cfg = model, pad_id, optim
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.compute_dtype = resolve_dtype(optim.compute_dtype)
         self._compute = compute_context(self.compute_dtype, next(model.parameters()).device.type)
         self.head = ChunkedHead(optim.logprob_chunk) if optim.logprob_chunk else None
         # What the run records of the transforms (summary.json "trainer").
         self.setup = {"compute_dtype": self.compute_dtype, "logprob_chunk": optim.logprob_chunk,
-                      "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params)}
+                      "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params),
+                      "activation_checkpointing": optim.activation_checkpointing}
         self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
                                            weight_decay=optim.weight_decay, fused=optim.fused or None)
 
@@ -130,8 +146,11 @@ class PolicyTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
 
     def save_state(self, checkpoint: Path) -> None:
-        """The optimizer's state into a checkpoint directory (trainer.pt)."""
+        """The optimizer's state into a checkpoint directory (trainer.pt); a reference's weights
+        once per run, beside the checkpoints."""
         torch.save(self.state_dict(), checkpoint / "trainer.pt")
+        if self.reference is not None:
+            self.reference.save(checkpoint.parent)
 
     def load_state(self, checkpoint: Path) -> None:
         """From trainer.pt, or from the shards N trainer ranks wrote (dcp/: loads on one, train/dcp.py)."""
@@ -141,6 +160,8 @@ class PolicyTrainer:
             load_sharded(self.model, self.optimizer, checkpoint / "dcp")
         else:
             self.load_state_dict(torch.load(checkpoint / "trainer.pt", weights_only=False))
+        if self.reference is not None:
+            self.reference.load(checkpoint.parent)
 
     def close(self) -> None:
         """Nothing to stop: this trainer runs in the calling process."""
@@ -206,6 +227,12 @@ class PolicyTrainer:
         return lp if lp is not None else token_logprobs(model, b.input_ids, b.attention_mask,
                                                         cfg.temperature, head)
 
+    def _reference_logprobs(self, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
+        """The reference's logprobs of the batch, [B, T], through the policy's own forwards. First,
+        before the policy's forward: LoRA's reference is the policy module, adapters off."""
+        with torch.no_grad(), self.reference.model() as ref:
+            return self._logprobs(ref, b, episodes, cfg)
+
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,
         loss and (optionally) truncated IS; logs trainer–sampler mismatch over the batch."""
@@ -218,20 +245,20 @@ class PolicyTrainer:
         """The step on this part of a batch (all of it, or one rank's share under `totals`);
         returns its stats and the trainer's and sampler's logprobs of its sampled tokens."""
         policy_loss = get_loss(cfg.loss)
+        if cfg.kl_coef > 0 and self.reference is None:
+            raise PosttrainError("algo.kl_coef > 0 needs a reference: build the trainer with reference=True")
         flat_lp, flat_ro = [], []
 
         def loss_fn(b: Batch, eps: list[Episode]):
+            ref = self._reference_logprobs(b, eps, cfg) if cfg.kl_coef > 0 else None
             lp = self._logprobs(self.model, b, eps, cfg)
-            ref = None
-            if self.ref_model is not None and cfg.kl_coef > 0:
-                with torch.no_grad():
-                    ref = self._logprobs(self.ref_model, b, eps, cfg)
             # With TIS, the ratio is against this step's own (pre-update) logprobs and the
             # sampler enters only through the truncated weight (decoupled PPO).
             old = lp.detach() if cfg.tis != "none" else b.old_logprobs
             extra = {"clip_eps_high": cfg.clip_eps_high} if cfg.clip_eps_high else {}
             loss, part = policy_loss(lp, old, b.advantages, b.loss_mask, clip_eps=cfg.clip_eps,
-                                     ref_logprobs=ref, kl_coef=cfg.kl_coef, norm_len=cfg.norm_len,
+                                     ref_logprobs=ref, kl_coef=cfg.kl_coef, kl_estimator=cfg.kl_estimator,
+                                     kl_mode=cfg.kl_mode, norm_len=cfg.norm_len,
                                      rollout_logprobs=b.old_logprobs, tis_level=cfg.tis,
                                      tis_cap=cfg.tis_cap if cfg.tis != "none" else None, **extra)
             with torch.no_grad():
@@ -240,7 +267,7 @@ class PolicyTrainer:
                 flat_lp.append(lp.detach()[keep])
                 flat_ro.append(b.old_logprobs[keep])
                 if ref is not None:
-                    part["kl_ref"] = masked_mean(k3_kl(lp, ref), b.loss_mask).item()
+                    part["kl_ref"] = masked_mean(KL_ESTIMATORS[cfg.kl_estimator](lp, ref), b.loss_mask).item()
             return loss, {"loss": loss.item(), **part}
         # No dropout: the trainer's logprobs are those of the distribution the engine sampled
         # (as TRL's disable_dropout); the packed forward has none either way.
