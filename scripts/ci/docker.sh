@@ -29,6 +29,12 @@ stop() {
 }
 [ "${1:-}" = stop ] && { stop; exit 0; }
 
+# The Debian archive this system's apt uses (its first deb URI), never a hard-coded host.
+debian_mirror() {
+  cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs: *\([^ ]*debian\)\/*$/\1/p' | head -1 \
+    | grep . || sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\([^ ]*\) .*/\2/p' /etc/apt/sources.list 2>/dev/null | head -1
+}
+
 # docker-compose: Debian bookworm's 1.29 (the compose v2 plugin is not packaged for bookworm
 # and cannot be downloaded here); it drives the sidecars of multi-container tasks.
 if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null \
@@ -55,7 +61,7 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   if [ ! -s "$tarball" ]; then
     tree=$(mktemp -d)
     debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,procps \
-      bookworm "$tree" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
+      bookworm "$tree" "$(debian_mirror)" >"$CACHE/debootstrap.log" 2>&1 \
       || { tail -20 "$CACHE/debootstrap.log"; exit 1; }
     rm -rf "$tree"/var/cache/apt/archives/*.deb "$tree"/var/lib/apt/lists/*
     tar -C "$tree" -cf "$tarball" .
