@@ -20,6 +20,7 @@ from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
+from posttrain.evals.contexts import parse_contexts
 from posttrain.evals.domains import task_groups
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
@@ -45,6 +46,8 @@ class EvalRequest:
     settings: dict = field(default_factory=dict)  # EvalConditions fields the user set
     protocol: str | None = None       # endpoints: "text" | "tools"; None: from --model (see above)
     served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
+    context: list[str] = field(default_factory=list)  # --context [DOMAIN=]SPEC (evals/contexts.py)
+    otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
 
 
 def read_tasks(tasks_dir: str) -> list[Task]:
@@ -92,7 +95,7 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
                           model_digest=digest, task_groups=task_groups(tasks),
-                          **settings)
+                          context=parse_contexts(req.context), **settings)
 
 
 def open_endpoint(req: EvalRequest, c: EvalConditions) -> ChatClient | None:
@@ -124,7 +127,7 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
 
         close = client.close if client else (lambda: None)
         try:
-            return load_text_executor(c, req.jobs, req.backend, client), close
+            return load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint), close
         except BaseException:
             close()
             raise

@@ -19,6 +19,7 @@ from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import SamplingParams
 from posttrain.evals import taxonomy
 from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.contexts import task_contexts
 from posttrain.evals.jobdir import now_iso
 from posttrain.evals.record import TrialOutput, TrialRecord
 from posttrain.evals.trials import with_timeouts
@@ -33,27 +34,46 @@ def prompt_lengths(loss_mask: list[int]) -> list[int]:
     return [i for i, m in enumerate(loss_mask) if m == 1 and (i == 0 or loss_mask[i - 1] == 0)]
 
 
+def turn_rows(ep: Episode) -> list[dict]:
+    """Each turn of the transcript with its timings: seconds from the episode's first step to
+    the model call, the model's and the command's seconds, the command's exit code."""
+    t0 = min((s.start_s for s in ep.steps), default=0.0)
+    steps = {(s.kind, s.turn): s for s in ep.steps}
+    rows = []
+    for i, tr in enumerate(ep.turns):
+        model, tool = steps.get(("model", i)), steps.get(("tool", i))
+        rows.append({"action": tr.action, "kind": tr.kind, "observation": tr.observation,
+                     "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
+                     "duration_s": tr.exec_result.duration_s if tr.exec_result else None,
+                     "at_s": round(model.start_s - t0, 4) if model else None,
+                     "model_s": round(model.duration_s, 4) if model else None,
+                     "tool_s": round(tool.duration_s, 4) if tool else None,
+                     "tokens_in": model.attributes.get("tokens_in") if model else None,
+                     "tokens_out": model.attributes.get("tokens_out") if model else None})
+    return rows
+
+
 def episode_output(ep: Episode, c: EvalConditions, framer: ChatFramer, wall_s: float,
                    started_at: str) -> TrialOutput:
     reward = None if ep.status in NO_REWARD else ep.reward
     status = taxonomy.classify(ep.status, reward)
     t = ep.timings
+    streams = ep.streams()
     rec = TrialRecord(
         ep.task_id, ep.group_id, status, reward, dict(ep.reward_details), ep.error,
-        n_input_tokens=sum(prompt_lengths(ep.loss_mask)), n_output_tokens=ep.tokens_out,
-        context_tokens=len(ep.tokens), n_turns=len(ep.turns),
+        n_input_tokens=sum(sum(prompt_lengths(s.loss_mask)) for s in streams),
+        n_output_tokens=ep.tokens_out, context_tokens=max(len(s.tokens) for s in streams),
+        n_turns=len(ep.turns),
         n_malformed=sum(1 for tr in ep.turns if tr.kind in ("malformed", "unterminated")),
         timings={"setup_s": t.get("sandbox_start_s", 0.0), "model_s": t.get("generate_s", 0.0),
                  "sandbox_s": t.get("exec_s", 0.0), "verifier_s": t.get("verify_s", 0.0),
                  "total_s": wall_s},
         started_at=started_at, finished_at=now_iso())
-    turns = [{"action": tr.action, "kind": tr.kind, "observation": tr.observation,
-              "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
-              "duration_s": tr.exec_result.duration_s if tr.exec_result else None}
-             for tr in ep.turns]
+    decode = framer.tokenizer.decode
     trajectory = {"agent": "posttrain-text", "model": c.model, "task": ep.task_id,
                   "attempt": ep.group_id, "system_prompt": framer.system_prompt,
-                  "turns": turns, "transcript": framer.tokenizer.decode(ep.tokens)}
+                  "turns": turn_rows(ep), "transcript": decode(ep.tokens), "retries": ep.retries,
+                  "earlier_segments": [decode(s.tokens) for s in ep.segments]}
     files = {"reward.txt": f"{reward}\n"} if reward is not None else {}
     if ep.error:
         files["error.txt"] = ep.error + "\n"
@@ -69,6 +89,7 @@ class TextExecutor:
     conditions: EvalConditions
     agent_config: AgentConfig
     n_jobs: int
+    tracer: object = None       # agent/traces.py's EpisodeTracer, or None
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         c = self.conditions
@@ -78,7 +99,9 @@ class TextExecutor:
             batch = [(with_timeouts(t, c), a) for t, a in items[i:i + self.n_jobs]]
             started, t0 = now_iso(), time.perf_counter()
             try:
-                episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config)
+                contexts = task_contexts(c.context, [t for t, _ in batch])
+                episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config,
+                                        contexts, self.tracer)
             except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
                 error = f"{type(e).__name__}: {e}"
                 episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
@@ -87,10 +110,12 @@ class TextExecutor:
                 yield episode_output(ep, c, self.framer, wall, started)
 
 
-def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None) -> TextExecutor:
+def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
+                       otel_endpoint: str | None = None) -> TextExecutor:
     """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
     ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
-    out, so the model sees exactly the tokens it sampled, as in `rl`)."""
+    out, so the model sees exactly the tokens it sampled, as in `rl`). With otel_endpoint, each
+    trial's steps go there as one trace."""
     from posttrain.agent.framing import framer_for
 
     if client is None:
@@ -105,7 +130,13 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None
     cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
                       observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
                       max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
-    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs)
+    tracer = None
+    if otel_endpoint:
+        from posttrain.agent.traces import EpisodeTracer
+        from posttrain.otel import OtelConfig
+
+        tracer = EpisodeTracer(OtelConfig(endpoint=otel_endpoint, service_name="posttrain-eval"))
+    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer)
 
 
 def _endpoint_engine(checkpoint: str, client):
