@@ -21,6 +21,11 @@ def agent_tokenizer():
     return build_tokenizer([SYSTEM_PROMPT, *REPLIES, "echo hi false seq 1 500 done"] * 4, vocab_size=300)
 
 
+class _Reusing(ThreadingHTTPServer):
+    allow_reuse_address = True      # restart on the port it had
+    daemon_threads = True
+
+
 class ScriptedEngineServer:
     def __init__(self, tokenizer, replies: list[str], fail_first: int = 0, port: int = 0,
                  on_request=None):
@@ -68,8 +73,7 @@ class ScriptedEngineServer:
             def log_message(self, *args):
                 pass
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        self.http = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.http = _Reusing(("127.0.0.1", self.port), Handler)
         self.port = self.http.server_port
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
 

@@ -12,6 +12,8 @@ from posttrain.agent.protocol import format_observation
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.clients.openai import RemoteEngine
 from posttrain.engine.paged.local import LocalEngine
+from posttrain.errors import ConfigError
+from posttrain.evals.contexts import parse_contexts
 from posttrain.models.tiny import build_tiny_model
 from posttrain.schedule.config import ContextConfig
 from posttrain.tasks import read_task
@@ -128,7 +130,7 @@ def test_truncate_keeps_head_and_tail_of_a_long_observation(tok, task):
 def test_summarise_puts_a_summary_from_the_policy_engine_in_the_prompt(tok, tiny, task):
     ep, calls = run(tiny, tok, task, ContextConfig(kind="summarise", k=1, summary_tokens=6), turns=3)
     assert len(ep.segments) == 1
-    summaries = [p for p, _, _ in calls if tok.decode(p).startswith("<|bos|><|user|>Summarise")]
+    summaries = [p for p, _, _ in calls if "Summarise what these steps" in tok.decode(p)]
     assert len(summaries) == 1                   # asked once, before the 3rd call
     new_prompt = tok.decode(ep.tokens[:ep.prompt_len])
     assert "[summary of the first 1 turns:" in new_prompt
@@ -136,6 +138,10 @@ def test_summarise_puts_a_summary_from_the_policy_engine_in_the_prompt(tok, tiny
 
 
 def test_context_specs_round_trip_and_are_checked():
+    assert parse_contexts(["last_k:k=3", "longctx=summarise:k=2"]) == (
+        ("*", "last_k:k=3"), ("longctx", "summarise:k=2,summary_engine=policy,summary_tokens=64"))
+    with pytest.raises(ConfigError, match="--context 'forget:k=1'"):
+        parse_contexts(["forget:k=1"])
     for spec in ("keep_all", "last_k:k=3", "truncate:max_chars=800,tail_chars=300",
                  "summarise:k=2,summary_engine=http://127.0.0.1:8000,summary_tokens=32"):
         assert ContextConfig.parse(spec).label() == spec

@@ -17,7 +17,8 @@ def parse_contexts(specs: list[str]) -> tuple[tuple[str, str], ...]:
     """The --context flags as sorted (domain, canonical spec) pairs; a bad one is a ConfigError."""
     out = {}
     for spec in specs:
-        domain, _, policy = spec.rpartition("=") if "=" in spec.split(":")[0] else ("", "", spec)
+        named = "=" in spec.split(":")[0]             # DOMAIN=kind:..., not kind:knob=...
+        domain, policy = spec.split("=", 1) if named else ("", spec)
         try:
             out[domain or EVERY] = ContextConfig.parse(policy).label()
         except (ValueError, ValidationError) as e:
