@@ -103,7 +103,8 @@ def test_last_k_keeps_the_instruction_and_the_last_k_turns(tok, tiny, task):
     assert len(ep.segments) == 2                 # rewritten before the 3rd and 4th calls
     for n, stream in zip((1, 2), ep.streams()[1:]):
         head = framer.prompt(f"{task.instruction.strip()}\n\n[{n} earlier turns left out]")
-        assert stream.tokens[:len(head)] == head and stream.prompt_len == len(head)
+        assert stream.tokens[:len(head)] == head                  # then the last turn's ids, as they were
+        assert stream.prompt_len == stream.loss_mask.index(1) > len(head)
     assert_trained_as_sampled(ep, calls)
     rows, adv = by_segment([ep], [0.5])
     assert len(rows) == 3 and adv == [0.5] * 3

@@ -60,7 +60,7 @@ def test_context_policy_is_a_condition_and_the_report_shows_each_turn(tmp_path, 
     assert len(traj["earlier_segments"]) == len(traj["turns"]) - 2     # rewritten from the 3rd call
     assert all(t["model_s"] > 0 and t["at_s"] >= 0 for t in traj["turns"])
     again = CliRunner().invoke(app, args[:-1] + ["last_k:k=2"])
-    assert again.exit_code != 0 and "context" in again.output          # a job keeps its policy
+    assert again.exit_code != 0 and "context: [[" in str(again.exception)   # a job keeps its policy
 
     report = CliRunner().invoke(app, ["eval", "report", str(path)])
     assert report.exit_code == 0, report.output

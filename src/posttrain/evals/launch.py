@@ -125,12 +125,18 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
 
-        close = client.close if client else (lambda: None)
+        close_client = client.close if client else (lambda: None)
         try:
-            return load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint), close
+            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint)
         except BaseException:
-            close()
+            close_client()
             raise
+
+        def close_text() -> None:
+            executor.close()
+            close_client()
+
+        return executor, close_text
     try:
         sandboxes = TaskSandboxes(tasks, req.backend, warm=req.jobs)
     except BaseException:

@@ -109,6 +109,11 @@ class TextExecutor:
             for ep in episodes:
                 yield episode_output(ep, c, self.framer, wall, started)
 
+    def close(self) -> None:
+        """Send the traces still pending."""
+        if self.tracer is not None:
+            self.tracer.close()
+
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
                        otel_endpoint: str | None = None) -> TextExecutor:
