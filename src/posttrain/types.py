@@ -103,6 +103,10 @@ class Episode:
         return [*self.segments, Segment(self.tokens, self.loss_mask, self.logprobs, self.versions,
                                         self.prompt_len)]
 
+    def sampled_versions(self) -> list[int]:
+        """The policy version of every sampled token, over all streams."""
+        return [v for s in self.streams() for v, m in zip(s.versions, s.loss_mask) if m]
+
     @property
     def tokens_out(self) -> int:
         return sum(sum(s.loss_mask) for s in self.streams())
@@ -129,3 +133,13 @@ class Episode:
         d = asdict(self)
         d["tokens_in"], d["tokens_out"] = self.tokens_in, self.tokens_out
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Episode:
+        d = {k: v for k, v in d.items() if k not in ("tokens_in", "tokens_out")}
+        turns = [Turn(t["action"], t["kind"], t["observation"],
+                      ExecResult(**t["exec_result"]) if t.get("exec_result") else None)
+                 for t in d.pop("turns")]
+        segments = [Segment(**s) for s in d.pop("segments", [])]
+        steps = [Step(**s) for s in d.pop("steps", [])]
+        return cls(**d, turns=turns, segments=segments, steps=steps)

@@ -1,8 +1,9 @@
 """A real /v1/completions server on loopback (stdlib HTTP, its own thread) for the agent tests.
 
-It answers every prompt of a request with the next scripted reply's token ids (the last one
-repeats), and fails its first `fail_first` requests with a 503: a restarting server as
-RemoteEngine sees it. `stop()` then `start()` on the same port is a server that went away.
+It answers each prompt with the scripted reply of the turn that prompt is at (counted from its
+end tokens, so a resumed episode gets the reply it would have got; the last reply repeats),
+and fails its first `fail_first` requests with a 503: a restarting server as RemoteEngine
+sees it. `on_request(turn)` runs before each answer. `stop()` then `start()` on the same port is a server that went away.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class _Reusing(ThreadingHTTPServer):
 class ScriptedEngineServer:
     def __init__(self, tokenizer, replies: list[str], fail_first: int = 0, port: int = 0,
                  on_request=None):
-        self.replies = [tokenizer.encode(r, add_special_tokens=False) + [tokenizer.eos_token_id]
-                        for r in replies]
+        self.end = tokenizer.eos_token_id
+        self.replies = [tokenizer.encode(r, add_special_tokens=False) + [self.end] for r in replies]
         self.fail_first, self.on_request = fail_first, on_request
         self.requests, self.prompts = 0, []
         self.port = port
@@ -47,8 +48,8 @@ class ScriptedEngineServer:
             n = self.requests
             if n <= self.fail_first:
                 return 503, {"error": {"message": f"restarting ({n} of {self.fail_first})"}}
-            turn = n - self.fail_first - 1
             self.prompts.append(body["prompt"])
+        turn = (body["prompt"][0].count(self.end) - 2) // 2   # system, user; then reply, observation
         if self.on_request:
             self.on_request(turn)
         ids = self.replies[min(turn, len(self.replies) - 1)]

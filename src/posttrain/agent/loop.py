@@ -6,7 +6,8 @@ sandboxes concurrently, append the observations. Engine and sandbox faults are r
 (agent/retry.py); one that outlives its retries ends the episode as infra_error, unverified.
 An episode ends on <submit/>, the turn limit, the task's agent timeout or the
 context limit; then its tests run and give the reward. Every model call, command and
-verifier run is timed as a Step (agent/traces.py exports them as spans).
+verifier run is timed as a Step (agent/traces.py exports them as spans). With a store, each
+episode is checkpointed after every turn and resumed from there (agent/checkpoint.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from posttrain.agent.chat import ChatFramer
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.context import History, KeepAll, context_policy
 from posttrain.agent.protocol import MALFORMED_HINT, UNTERMINATED_HINT, parse_action
@@ -37,6 +39,11 @@ class _Live:
     done: bool = False
     turn_ids: list[list[int]] = field(default_factory=list)  # each finished turn's ids (History)
     reply_start: int = 0
+    first_turn: int = 0         # > 0: resumed from a checkpoint, at this turn
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.task.id, self.episode.group_id
 
 
 def _retried(fn, kind: FaultClass, lives: list[_Live], cfg: AgentConfig):
@@ -51,7 +58,7 @@ def _fail(live: _Live, e: BaseException) -> None:
     live.episode.status, live.episode.error, live.done = "infra_error", str(e), True
 
 
-def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig) -> None:
+def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None) -> None:
     t0 = time.perf_counter()
     live.episode.append(framer.prompt(live.task.instruction), sampled=False)
     live.episode.prompt_len = len(live.episode.tokens)
@@ -61,6 +68,22 @@ def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig) -> None:
         _fail(live, e)
     live.started = time.perf_counter()
     live.episode.timings["sandbox_start_s"] = live.started - t0
+    if store is not None and live.sandbox is not None and (saved := store.load(live.key)):
+        _resume(live, store, *saved)
+
+
+def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot) -> None:
+    """Continue at the checkpoint's turn: its episode, its turns' ids, its files, its clock."""
+    store.restore(snapshot, live.sandbox)
+    live.episode = Episode.from_dict(state["episode"])
+    live.turn_ids, live.first_turn = state["turn_ids"], state["turn"]
+    live.started -= state["elapsed_s"]
+
+
+def _save(live: _Live, store: EpisodeStore, next_turn: int) -> None:
+    state = {"episode": live.episode.to_dict(), "turn_ids": live.turn_ids, "turn": next_turn,
+             "elapsed_s": time.perf_counter() - live.started}
+    store.save(live.key, state, live.sandbox)
 
 
 def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
@@ -157,7 +180,7 @@ def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: Sampli
             live.turn_ids.append(live.episode.tokens[live.reply_start:])
 
 
-def _finish(live: _Live) -> None:
+def _finish(live: _Live, store: EpisodeStore | None) -> None:
     ep = live.episode
     try:
         if live.sandbox is None or ep.status == "infra_error":  # a fault is never a reward
@@ -176,27 +199,33 @@ def _finish(live: _Live) -> None:
     finally:
         if live.sandbox is not None:
             live.sandbox.close()
+        if store is not None:   # the episode is over: its result is the caller's to keep
+            store.drop(live.key)
 
 
 def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFramer,
                  params: SamplingParams, cfg: AgentConfig, contexts: list | None = None,
-                 tracer=None) -> list[Episode]:
+                 tracer=None, store: EpisodeStore | None = None) -> list[Episode]:
     """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
-    ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None."""
+    ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
+    `store`: checkpoint each episode after every turn, and resume those it holds."""
     contexts = contexts or [cfg.context] * len(jobs)
     lives = [_Live(task, Episode(task.id, gid), context_policy(c))
              for (task, gid), c in zip(jobs, contexts)]
     base_seed = params.seed
     with ThreadPoolExecutor(cfg.workers) as pool:
-        list(pool.map(lambda lv: _start(lv, framer, cfg), lives))
+        list(pool.map(lambda lv: _start(lv, framer, cfg, store), lives))
         try:
             for turn in range(cfg.max_turns):
                 seed = None if base_seed is None else base_seed * 1000 + turn
                 turn_params = replace(params, max_tokens=cfg.max_reply_tokens, seed=seed,
                                       stop_token_ids=[framer.end_id])
-                _turn([lv for lv in lives if not lv.done], engine, framer, turn_params, cfg, pool)
+                now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
+                _turn(now, engine, framer, turn_params, cfg, pool)
+                if store is not None:
+                    list(pool.map(lambda lv: _save(lv, store, turn + 1), [lv for lv in now if not lv.done]))
         finally:
-            list(pool.map(_finish, lives))
+            list(pool.map(lambda lv: _finish(lv, store), lives))
     if tracer is not None:
         for live in lives:
             tracer.export(live.episode)

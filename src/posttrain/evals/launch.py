@@ -120,14 +120,17 @@ def served_name(req: EvalRequest, c: EvalConditions) -> str:
     return req.served_model or Path(c.model).name  # `posttrain serve` reports the dir's name
 
 
-def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None):
-    """(executor, close) for the request's protocol, local or over the endpoint `client` reaches."""
+def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None,
+                  job_path: Path | None = None):
+    """(executor, close) for the request's protocol, local or over the endpoint `client` reaches;
+    the text protocol checkpoints its episodes under job_path/.episodes."""
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
 
         close_client = client.close if client else (lambda: None)
         try:
-            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint)
+            checkpoints = job_path / ".episodes" if job_path else None
+            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints)
         except BaseException:
             close_client()
             raise
@@ -167,7 +170,7 @@ def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None
         already = len(job.done())
         if on_start:
             on_start(job.path, len(tasks) * c.k, already)
-        executor, close = make_executor(req, c, tasks, client)
+        executor, close = make_executor(req, c, tasks, client, job.path)
         try:
             summary = run_job(job, tasks, c, executor, prices, req.jobs, on_trial)
         finally:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from posttrain.agent.chat import ChatFramer
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import SamplingParams
@@ -90,6 +92,7 @@ class TextExecutor:
     agent_config: AgentConfig
     n_jobs: int
     tracer: object = None       # agent/traces.py's EpisodeTracer, or None
+    store: EpisodeStore | None = None   # per-turn checkpoints of the episodes in flight
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         c = self.conditions
@@ -101,7 +104,7 @@ class TextExecutor:
             try:
                 contexts = task_contexts(c.context, [t for t, _ in batch])
                 episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config,
-                                        contexts, self.tracer)
+                                        contexts, self.tracer, self.store)
             except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
                 error = f"{type(e).__name__}: {e}"
                 episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
@@ -110,17 +113,20 @@ class TextExecutor:
                 yield episode_output(ep, c, self.framer, wall, started)
 
     def close(self) -> None:
-        """Send the traces still pending."""
+        """Send the traces still pending; remove the checkpoint dir if no episode is left in it."""
         if self.tracer is not None:
             self.tracer.close()
+        if self.store is not None and self.store.root.is_dir() and not any(self.store.root.iterdir()):
+            self.store.root.rmdir()
 
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
-                       otel_endpoint: str | None = None) -> TextExecutor:
+                       otel_endpoint: str | None = None, checkpoints: Path | None = None) -> TextExecutor:
     """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
     ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
     out, so the model sees exactly the tokens it sampled, as in `rl`). With otel_endpoint, each
-    trial's steps go there as one trace."""
+    trial's steps go there as one trace; with checkpoints, a killed job's episodes resume at
+    their last completed turn (agent/checkpoint.py)."""
     from posttrain.agent.framing import framer_for
 
     if client is None:
@@ -141,7 +147,8 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None
         from posttrain.otel import OtelConfig
 
         tracer = EpisodeTracer(OtelConfig(endpoint=otel_endpoint, service_name="posttrain-eval"))
-    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer)
+    store = EpisodeStore(checkpoints) if checkpoints else None
+    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer, store)
 
 
 def _endpoint_engine(checkpoint: str, client):
