@@ -28,13 +28,12 @@ class _Reusing(ThreadingHTTPServer):
 
 
 class ScriptedEngineServer:
-    def __init__(self, tokenizer, replies: list[str], fail_first: int = 0, port: int = 0,
-                 on_request=None):
+    def __init__(self, tokenizer, replies: list[str], fail_first: int = 0, on_request=None):
         self.end = tokenizer.eos_token_id
         self.replies = [tokenizer.encode(r, add_special_tokens=False) + [self.end] for r in replies]
         self.fail_first, self.on_request = fail_first, on_request
-        self.requests, self.prompts = 0, []
-        self.port = port
+        self.requests = 0
+        self.port = 0               # start() binds a free one, or the one it had
         self.lock = threading.Lock()
         self.start()
 
@@ -48,7 +47,6 @@ class ScriptedEngineServer:
             n = self.requests
             if n <= self.fail_first:
                 return 503, {"error": {"message": f"restarting ({n} of {self.fail_first})"}}
-            self.prompts.append(body["prompt"])
         turn = (body["prompt"][0].count(self.end) - 2) // 2   # system, user; then reply, observation
         if self.on_request:
             self.on_request(turn)
