@@ -49,10 +49,34 @@ class Turn:
 
 
 @dataclass
+class Segment:
+    """A closed part of an episode's stream: what the engine saw and sampled until a context
+    policy rewrote the prompt (agent/context.py). Fields as in Episode."""
+
+    tokens: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    prompt_len: int
+
+
+@dataclass
+class Step:
+    """One timed step of an episode: a model call, a tool call or the verifier (for traces)."""
+
+    kind: Literal["model", "tool", "verifier"]
+    turn: int
+    start_s: float                  # time.time() at its start
+    duration_s: float
+    attributes: dict = field(default_factory=dict)   # tokens_in/out, exit_code, reward, ...
+
+
+@dataclass
 class Episode:
     """A whole attempt at a task, token-in/token-out.
 
-    `tokens` is the full stream; `loss_mask[i]` is 1 where the model sampled tokens[i];
+    `tokens` is the stream since the last context rewrite (all of it under keep_all); earlier
+    streams are in `segments`. `loss_mask[i]` is 1 where the model sampled tokens[i];
     `logprobs[i]` and `versions[i]` are the sampler's, meaningful where the mask is 1.
     """
 
@@ -70,14 +94,33 @@ class Episode:
     prompt_len: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     domain: str = ""        # the scheduler's domain of its task (per-domain metrics, advantages)
+    segments: list[Segment] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    retries: int = 0        # engine and sandbox calls retried (agent/retry.py)
+
+    def streams(self) -> list[Segment]:
+        """Every stream the engine saw, oldest first: the closed segments, then the current one."""
+        return [*self.segments, Segment(self.tokens, self.loss_mask, self.logprobs, self.versions,
+                                        self.prompt_len)]
+
+    def sampled_versions(self) -> list[int]:
+        """The policy version of every sampled token, over all streams."""
+        return [v for s in self.streams() for v, m in zip(s.versions, s.loss_mask) if m]
 
     @property
     def tokens_out(self) -> int:
-        return sum(self.loss_mask)
+        return sum(sum(s.loss_mask) for s in self.streams())
 
     @property
     def tokens_in(self) -> int:
-        return len(self.tokens) - self.tokens_out
+        return sum(len(s.tokens) for s in self.streams()) - self.tokens_out
+
+    def restart(self, prompt: list[int]) -> None:
+        """Close the current stream as a segment and start a new one from `prompt` (mask 0)."""
+        self.segments.append(self.streams()[-1])
+        self.tokens, self.loss_mask, self.logprobs, self.versions = [], [], [], []
+        self.append(prompt, sampled=False)
+        self.prompt_len = len(prompt)
 
     def append(self, ids: list[int], *, sampled: bool, logprobs=None, version: int = 0) -> None:
         """Append prompt/observation ids (sampled=False) or model ids with their logprobs."""
@@ -90,3 +133,13 @@ class Episode:
         d = asdict(self)
         d["tokens_in"], d["tokens_out"] = self.tokens_in, self.tokens_out
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Episode:
+        d = {k: v for k, v in d.items() if k not in ("tokens_in", "tokens_out")}
+        turns = [Turn(t["action"], t["kind"], t["observation"],
+                      ExecResult(**t["exec_result"]) if t.get("exec_result") else None)
+                 for t in d.pop("turns")]
+        segments = [Segment(**s) for s in d.pop("segments", [])]
+        steps = [Step(**s) for s in d.pop("steps", [])]
+        return cls(**d, turns=turns, segments=segments, steps=steps)

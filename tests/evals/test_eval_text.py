@@ -46,6 +46,29 @@ def test_local_checkpoint_text_protocol_via_cli(tmp_path, task_dir, checkpoint):
     assert "data:image/png;base64," in (path / "report.html").read_text()
 
 
+def test_context_policy_is_a_condition_and_the_report_shows_each_turn(tmp_path, task_dir, checkpoint):
+    _register_all()
+    args = ["eval", "--tasks", str(task_dir), "--model", str(checkpoint), "-k", "1", "--jobs", "4",
+            "--job", "ctx", "--jobs-dir", str(tmp_path / "jobs"), "--max-turns", "3",
+            "--max-reply-tokens", "8", "--context", "last_k:k=1"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "jobs" / "ctx"
+    config = json.loads((path / "heldout-0000-find-word__0" / "config.json").read_text())
+    assert config["conditions"]["context"] == [["*", "last_k:k=1"]]
+    traj = json.loads((path / "heldout-0000-find-word__0" / "agent/trajectory.json").read_text())
+    assert len(traj["earlier_segments"]) == len(traj["turns"]) - 2     # rewritten from the 3rd call
+    assert all(t["model_s"] > 0 and t["at_s"] >= 0 for t in traj["turns"])
+    again = CliRunner().invoke(app, args[:-1] + ["last_k:k=2"])
+    assert again.exit_code != 0 and "context: [[" in str(again.exception)   # a job keeps its policy
+
+    report = CliRunner().invoke(app, ["eval", "report", str(path)])
+    assert report.exit_code == 0, report.output
+    page = (path / "report.html").read_text()
+    assert "<details id='heldout-0000-find-word__0'>" in page
+    assert "href='heldout-0000-find-word__0/agent/trajectory.json'" in page and "model_s" in page
+
+
 def test_engine_failure_is_an_infra_error_not_a_crash(tmp_path, task_dir):
     """A checkpoint whose model vocabulary is smaller than its tokenizer's: generate raises."""
     tok = build_tokenizer(["<bash>ls</bash>"] * 10, vocab_size=300)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.otel import OtelConfig
+from posttrain.schedule.config import ContextConfig
 
 
 class AgentConfig(StrictModel):
@@ -15,3 +17,14 @@ class AgentConfig(StrictModel):
     max_context: int = Field(2048, ge=64)           # tokens; longer episodes end as context_overflow
     sandbox_backend: str = "bwrap"
     workers: int = Field(8, ge=1)                   # concurrent sandbox commands
+    context: ContextConfig = ContextConfig()        # the default of domains that set none
+    retries: int = Field(3, ge=0)                   # engine or sandbox faults retried per call (agent/retry.py)
+    retry_backoff_s: float = Field(0.5, ge=0)       # first wait; doubles each retry
+    retry_backoff_max_s: float = Field(8.0, ge=0)
+    otel: OtelConfig | None = None                  # [agent.otel]: a span per step (agent/traces.py)
+
+    @model_validator(mode="after")
+    def _backoff_order(self):
+        if self.retry_backoff_max_s < self.retry_backoff_s:
+            raise ValueError("agent.retry_backoff_max_s must be >= agent.retry_backoff_s")
+        return self

@@ -1,60 +1,108 @@
 """The multi-turn episode loop, run in lockstep over a batch of episodes.
 
-Each turn: one batched engine.generate over every live episode, parse each reply,
-run the commands in their sandboxes concurrently, append the observations.
+Each turn: each episode's context policy may rewrite its prompt (agent/context.py), one
+batched engine.generate over every live episode, parse each reply, run the commands in their
+sandboxes concurrently, append the observations. Engine and sandbox faults are retried
+(agent/retry.py); one that outlives its retries ends the episode as infra_error, unverified.
 An episode ends on <submit/>, the turn limit, the task's agent timeout or the
-context limit; then its tests run and give the reward.
+context limit; then its tests run and give the reward. Every model call, command and
+verifier run is timed as a Step (agent/traces.py exports them as spans). With a store, each
+episode is checkpointed after every turn and resumed from there (agent/checkpoint.py).
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from posttrain.agent.chat import ChatFramer
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
-from posttrain.agent.protocol import (
-    MALFORMED_HINT,
-    UNTERMINATED_HINT,
-    format_observation,
-    parse_action,
-)
+from posttrain.agent.context import History, KeepAll, context_policy
+from posttrain.agent.protocol import MALFORMED_HINT, UNTERMINATED_HINT, parse_action
+from posttrain.agent.retry import EpisodeFault, FaultClass, with_retries
 from posttrain.agent.trial import open_task_sandbox, verify
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
-from posttrain.types import Completion, Episode, Turn
+from posttrain.types import Completion, Episode, Step, Turn
 
 
 @dataclass
 class _Live:
     task: Task
     episode: Episode
+    policy: KeepAll
     sandbox: Sandbox | None = None
     started: float = 0.0
     done: bool = False
+    turn_ids: list[list[int]] = field(default_factory=list)  # each finished turn's ids (History)
+    reply_start: int = 0
+    first_turn: int = 0         # > 0: resumed from a checkpoint, at this turn
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.task.id, self.episode.group_id
 
 
-def _start(live: _Live, framer: ChatFramer, backend: str) -> None:
+def _retried(fn, kind: FaultClass, lives: list[_Live], cfg: AgentConfig):
+    """fn() with agent/retry.py's backoff, each retry counted on the episodes it holds up."""
+    def count():
+        for lv in lives:
+            lv.episode.retries += 1
+    return with_retries(fn, kind, cfg.retries, cfg.retry_backoff_s, cfg.retry_backoff_max_s, count)
+
+
+def _fail(live: _Live, e: BaseException) -> None:
+    live.episode.status, live.episode.error, live.done = "infra_error", str(e), True
+
+
+def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None) -> None:
     t0 = time.perf_counter()
     live.episode.append(framer.prompt(live.task.instruction), sampled=False)
     live.episode.prompt_len = len(live.episode.tokens)
-    try:
-        live.sandbox = open_task_sandbox(live.task, backend)
+    try:   # not retried: a broken environment fails the same way again (eval reruns the trial)
+        live.sandbox = open_task_sandbox(live.task, cfg.sandbox_backend)
     except Exception as e:  # a broken environment is an infra error, not a model failure
-        live.episode.status, live.episode.error, live.done = "infra_error", str(e), True
+        _fail(live, e)
     live.started = time.perf_counter()
     live.episode.timings["sandbox_start_s"] = live.started - t0
+    if store is not None and live.sandbox is not None and (saved := store.load(live.key)):
+        _resume(live, store, *saved)
+
+
+def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot) -> None:
+    """Continue at the checkpoint's turn: its episode, its turns' ids, its files, its clock."""
+    store.restore(snapshot, live.sandbox)
+    live.episode = Episode.from_dict(state["episode"])
+    live.turn_ids, live.first_turn = state["turn_ids"], state["turn"]
+    live.started -= state["elapsed_s"]
+
+
+def _save(live: _Live, store: EpisodeStore, next_turn: int) -> None:
+    state = {"episode": live.episode.to_dict(), "turn_ids": live.turn_ids, "turn": next_turn,
+             "elapsed_s": time.perf_counter() - live.started}
+    store.save(live.key, state, live.sandbox)
 
 
 def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
     ep = live.episode
+    live.reply_start = len(ep.tokens)
     ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
     text, terminated = framer.decode_reply(comp.token_ids)
     if not terminated:  # close the turn so the next observation is well framed
         ep.append([framer.end_id], sampled=False)
     return text, parse_action(text, terminated)
+
+
+def _exec(live: _Live, command: str, timeout_s: float, cfg: AgentConfig):
+    """The command's ExecResult (its failure is an observation), timed as a tool Step."""
+    t0 = time.time()
+    result = _retried(lambda: live.sandbox.exec(command, timeout_s=timeout_s), "sandbox", [live], cfg)
+    live.episode.steps.append(Step("tool", len(live.episode.turns), t0, time.time() - t0, {
+        "exit_code": result.exit_code, "timed_out": result.timed_out, "killed_by": result.killed_by}))
+    return result
 
 
 def _act(live: _Live, text: str, action, cfg: AgentConfig) -> str | None:
@@ -67,8 +115,12 @@ def _act(live: _Live, text: str, action, cfg: AgentConfig) -> str | None:
         live.episode.turns.append(Turn(text, action.kind, hint))
         return hint
     left = float(live.task.config.agent.timeout_sec) - (time.perf_counter() - live.started)
-    result = live.sandbox.exec(action.command, timeout_s=max(0.1, min(cfg.command_timeout_s, left)))
-    obs = format_observation(result, cfg.observation_budget)
+    try:
+        result = _exec(live, action.command, max(0.1, min(cfg.command_timeout_s, left)), cfg)
+    except EpisodeFault as e:
+        _fail(live, e)
+        return None
+    obs = live.policy.observation(result, cfg.observation_budget)
     live.episode.turns.append(Turn(action.command, "bash", obs, result))
     live.episode.timings["exec_s"] = live.episode.timings.get("exec_s", 0.0) + result.duration_s
     if time.perf_counter() - live.started >= float(live.task.config.agent.timeout_sec):
@@ -77,35 +129,68 @@ def _act(live: _Live, text: str, action, cfg: AgentConfig) -> str | None:
     return obs
 
 
+def _rewrite(live: _Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) -> None:
+    """Let the episode's context policy replace its prompt (a new segment) before the call."""
+    history = History(live.task.instruction, live.turn_ids)
+    try:
+        prompt = _retried(lambda: live.policy.prompt(history, framer, engine), "engine", [live], cfg)
+    except EpisodeFault as e:
+        _fail(live, e)
+        return
+    if prompt is not None and prompt != live.episode.tokens:
+        live.episode.restart(prompt)
+
+
+def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: AgentConfig):
+    """One batched call, timed as a model Step of each episode; None if the engine failed."""
+    t0 = time.time()
+    try:
+        comps = _retried(lambda: engine.generate([lv.episode.tokens for lv in lives], params),
+                         "engine", lives, cfg)
+    except EpisodeFault as e:
+        for live in lives:
+            _fail(live, e)
+        return None
+    took = time.time() - t0
+    for live, comp in zip(lives, comps):
+        ep = live.episode
+        ep.timings["generate_s"] = ep.timings.get("generate_s", 0.0) + took / len(lives)
+        ep.steps.append(Step("model", len(ep.turns), t0, took, {
+            "tokens_in": len(ep.tokens), "tokens_out": len(comp.token_ids), "batch": len(lives),
+            "finish_reason": comp.finish_reason}))
+    return comps
+
+
 def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: SamplingParams,
           cfg: AgentConfig, pool: ThreadPoolExecutor) -> None:
     for live in lives:
-        if len(live.episode.tokens) + cfg.max_reply_tokens > cfg.max_context:
+        _rewrite(live, engine, framer, cfg)
+        if not live.done and len(live.episode.tokens) + cfg.max_reply_tokens > cfg.max_context:
             live.episode.status, live.done = "context_overflow", True
     lives = [lv for lv in lives if not lv.done]
-    if not lives:
+    if not lives or (comps := _generate(lives, engine, params, cfg)) is None:
         return
-    t0 = time.perf_counter()
-    comps = engine.generate([lv.episode.tokens for lv in lives], params)
-    share = (time.perf_counter() - t0) / len(lives)
     replies = [_take_reply(lv, c, framer) for lv, c in zip(lives, comps)]
     observations = list(pool.map(lambda a: _act(a[0], *a[1], cfg), zip(lives, replies)))
     for live, obs in zip(lives, observations):
-        live.episode.timings["generate_s"] = live.episode.timings.get("generate_s", 0.0) + share
         if obs is None:
             live.done = True
         else:
             live.episode.append(framer.observation(obs), sampled=False)
+            live.turn_ids.append(live.episode.tokens[live.reply_start:])
 
 
-def _finish(live: _Live) -> None:
+def _finish(live: _Live, store: EpisodeStore | None) -> None:
     ep = live.episode
     try:
-        if live.sandbox is None:
+        if live.sandbox is None or ep.status == "infra_error":  # a fault is never a reward
             return
-        t0 = time.perf_counter()
+        t0 = time.time()
         verdict = verify(live.task, live.sandbox)
-        ep.timings["verify_s"] = time.perf_counter() - t0
+        ep.timings["verify_s"] = time.time() - t0
+        ep.steps.append(Step("verifier", len(ep.turns), t0, ep.timings["verify_s"], {
+            "exit_code": verdict.result.exit_code if verdict.result else None,
+            "reward": verdict.reward, "status": verdict.status}))
         ep.reward, ep.reward_details = verdict.reward, verdict.details
         if verdict.status != "ok":
             ep.status, ep.error = verdict.status, verdict.error
@@ -114,21 +199,34 @@ def _finish(live: _Live) -> None:
     finally:
         if live.sandbox is not None:
             live.sandbox.close()
+        if store is not None:   # the episode is over: its result is the caller's to keep
+            store.drop(live.key)
 
 
 def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFramer,
-                 params: SamplingParams, cfg: AgentConfig) -> list[Episode]:
-    """Run one episode per (task, group_id); returns them in the same order."""
-    lives = [_Live(task, Episode(task.id, gid)) for task, gid in jobs]
+                 params: SamplingParams, cfg: AgentConfig, contexts: list | None = None,
+                 tracer=None, store: EpisodeStore | None = None) -> list[Episode]:
+    """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
+    ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
+    `store`: checkpoint each episode after every turn, and resume those it holds."""
+    contexts = contexts or [cfg.context] * len(jobs)
+    lives = [_Live(task, Episode(task.id, gid), context_policy(c))
+             for (task, gid), c in zip(jobs, contexts)]
     base_seed = params.seed
     with ThreadPoolExecutor(cfg.workers) as pool:
-        list(pool.map(lambda lv: _start(lv, framer, cfg.sandbox_backend), lives))
+        list(pool.map(lambda lv: _start(lv, framer, cfg, store), lives))
         try:
             for turn in range(cfg.max_turns):
                 seed = None if base_seed is None else base_seed * 1000 + turn
                 turn_params = replace(params, max_tokens=cfg.max_reply_tokens, seed=seed,
                                       stop_token_ids=[framer.end_id])
-                _turn([lv for lv in lives if not lv.done], engine, framer, turn_params, cfg, pool)
+                now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
+                _turn(now, engine, framer, turn_params, cfg, pool)
+                if store is not None:
+                    list(pool.map(lambda lv: _save(lv, store, turn + 1), [lv for lv in now if not lv.done]))
         finally:
-            list(pool.map(_finish, lives))
+            list(pool.map(lambda lv: _finish(lv, store), lives))
+    if tracer is not None:
+        for live in lives:
+            tracer.export(live.episode)
     return [lv.episode for lv in lives]

@@ -38,10 +38,14 @@ def parse_action(text: str, terminated: bool = True) -> Action:
     return Action("malformed")
 
 
-def format_observation(result: ExecResult, budget: int = 512) -> str:
-    """What the agent sees of a command: output (clipped to `budget` chars) and exit status."""
+def format_observation(result: ExecResult, budget: int = 512, tail: int = 0) -> str:
+    """What the agent sees of a command: output (clipped to `budget` chars, the last `tail`
+    of them from its end, with a marker where the middle was cut) and exit status."""
     out = result.stdout + result.stderr
-    if len(out) > budget:
+    if len(out) > budget and tail:
+        cut = len(out) - budget
+        out = out[:budget - tail] + f"\n[... {cut} characters cut ...]\n" + out[-tail:]
+    elif len(out) > budget:
         out = out[:budget] + f"\n[... {len(out) - budget} more characters]"
     if result.truncated:
         out += "\n[output truncated by the sandbox]"

@@ -53,6 +53,12 @@ def run_eval(
     verifier_timeout: Optional[float] = typer.Option(None, callback=positive, help=_SET + " Default: each task's own."),
     max_infra_retries: int = typer.Option(2, min=0, help=_SET),
     denominator: str = typer.Option("all", help=_SET + " all | exclude-infra."),
+    context: list[str] = typer.Option([], "--context", help=_SET + " Text protocol: [DOMAIN=]POLICY, e.g. "
+                                      "last_k:k=3, truncate:max_chars=800,tail_chars=300, summarise:k=2; "
+                                      "repeatable (docs/agent.md)."),
+    otel_endpoint: Optional[str] = typer.Option(None, help="Text protocol: send a trace per trial (a span "
+                                                "per step) to this OTLP/HTTP collector, e.g. "
+                                                "http://127.0.0.1:4318/v1/traces."),
 ) -> None:
     """Run (or resume) an eval job: every task k times, results under JOBS_DIR/JOB."""
     if ctx.invoked_subcommand:
@@ -71,7 +77,8 @@ def run_eval(
                     agent_timeout_s=agent_timeout, verifier_timeout_s=verifier_timeout,
                     max_infra_retries=max_infra_retries, denominator=denominator)
     req = EvalRequest(tasks, model, k, jobs, base_url, api_key_env, job, jobs_dir, sandbox,
-                      prices, settings=settings, protocol=protocol, served_model=served_model)
+                      prices, settings=settings, protocol=protocol, served_model=served_model,
+                      context=list(context), otel_endpoint=otel_endpoint)
     console = Console()
     with progress_hooks(console) as (on_start, on_trial):
         path, summary = evaluate(req, on_start, on_trial)

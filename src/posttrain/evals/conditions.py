@@ -1,9 +1,9 @@
 """The conditions an eval job runs under, recorded once and refused if changed within the job.
 
 Everything that can change a score is here (model, protocol, sampling, turn and time
-limits, tools, seed, retry and denominator policy, the task set's content digest, and for a
-local checkpoint a digest of its weights, config and tokenizer: the same path with new weights
-is another job).
+limits, tools, each domain's context policy, seed, retry and denominator policy, the task set's
+content digest, and for a local checkpoint a digest of its weights, config and tokenizer: the
+same path with new weights is another job).
 Concurrency (`--jobs`) and the API key are deliberately not: they must not change results.
 """
 
@@ -43,6 +43,7 @@ class EvalConditions:
     model_digest: str = ""          # local checkpoints: sha256 of the checkpoint's files
     task_ids: tuple[str, ...] = field(default_factory=tuple)
     task_groups: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # id, domain, level
+    context: tuple[tuple[str, str], ...] = ()  # (domain or "*", policy spec): evals/contexts.py
 
     def __post_init__(self):
         if self.protocol not in ("text", "tools"):
@@ -57,11 +58,16 @@ class EvalConditions:
             raise ConfigError(f"denominator must be one of {DENOMINATOR_POLICIES}")
         if self.max_infra_retries < 0:
             raise ConfigError("max infra retries must be >= 0")
+        if self.protocol == "tools" and any(spec != "keep_all" for _, spec in self.context):
+            raise ConfigError("--context policies apply to the text protocol; the tools agent keeps all")
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tools"], d["task_ids"] = list(self.tools), list(self.task_ids)
         d["task_groups"] = [list(g) for g in self.task_groups]
+        d["context"] = [list(c) for c in self.context]
+        if not self.context:        # keep_all everywhere: as before, so old job names still match
+            del d["context"]
         return d
 
     @classmethod
@@ -71,6 +77,7 @@ class EvalConditions:
         d["tools"] = tuple(d.get("tools", TOOLS))
         d["task_ids"] = tuple(d.get("task_ids", ()))
         d["task_groups"] = tuple(tuple(g) for g in d.get("task_groups", ()))
+        d["context"] = tuple(tuple(c) for c in d.get("context", ()))
         return cls(**d)
 
 
@@ -108,7 +115,9 @@ def model_digest(checkpoint: Path) -> str:
 def diff_conditions(old: EvalConditions, new: EvalConditions) -> list[str]:
     """Names and values of the conditions that differ, one line each."""
     a, b = old.to_dict(), new.to_dict()
-    return [f"{k}: {json.dumps(a[k])[:60]} -> {json.dumps(b[k])[:60]}" for k in a if a[k] != b[k]]
+    keys = list(a) + [k for k in b if k not in a]
+    return [f"{k}: {json.dumps(a.get(k))[:60]} -> {json.dumps(b.get(k))[:60]}" for k in keys
+            if a.get(k) != b.get(k)]
 
 
 def check_same(old: EvalConditions, new: EvalConditions, job: str) -> None:

@@ -20,6 +20,7 @@ from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
+from posttrain.evals.contexts import parse_contexts
 from posttrain.evals.domains import task_groups
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
@@ -45,6 +46,8 @@ class EvalRequest:
     settings: dict = field(default_factory=dict)  # EvalConditions fields the user set
     protocol: str | None = None       # endpoints: "text" | "tools"; None: from --model (see above)
     served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
+    context: list[str] = field(default_factory=list)  # --context [DOMAIN=]SPEC (evals/contexts.py)
+    otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
 
 
 def read_tasks(tasks_dir: str) -> list[Task]:
@@ -92,7 +95,7 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
                           model_digest=digest, task_groups=task_groups(tasks),
-                          **settings)
+                          context=parse_contexts(req.context), **settings)
 
 
 def open_endpoint(req: EvalRequest, c: EvalConditions) -> ChatClient | None:
@@ -117,17 +120,26 @@ def served_name(req: EvalRequest, c: EvalConditions) -> str:
     return req.served_model or Path(c.model).name  # `posttrain serve` reports the dir's name
 
 
-def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None):
-    """(executor, close) for the request's protocol, local or over the endpoint `client` reaches."""
+def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None,
+                  job_path: Path | None = None):
+    """(executor, close) for the request's protocol, local or over the endpoint `client` reaches;
+    the text protocol checkpoints its episodes under job_path/.episodes."""
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
 
-        close = client.close if client else (lambda: None)
+        close_client = client.close if client else (lambda: None)
         try:
-            return load_text_executor(c, req.jobs, req.backend, client), close
+            checkpoints = job_path / ".episodes" if job_path else None
+            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints)
         except BaseException:
-            close()
+            close_client()
             raise
+
+        def close_text() -> None:
+            executor.close()
+            close_client()
+
+        return executor, close_text
     try:
         sandboxes = TaskSandboxes(tasks, req.backend, warm=req.jobs)
     except BaseException:
@@ -158,7 +170,7 @@ def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None
         already = len(job.done())
         if on_start:
             on_start(job.path, len(tasks) * c.k, already)
-        executor, close = make_executor(req, c, tasks, client)
+        executor, close = make_executor(req, c, tasks, client, job.path)
         try:
             summary = run_job(job, tasks, c, executor, prices, req.jobs, on_trial)
         finally:

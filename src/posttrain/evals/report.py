@@ -1,4 +1,5 @@
-"""`posttrain eval report JOB`: a self-contained HTML page (plots inline) from a job directory."""
+"""`posttrain eval report JOB`: a self-contained HTML page (plots inline) from a job directory,
+with each trial's transcript turn by turn (timings, exit codes) linked to its trajectory.json."""
 
 from __future__ import annotations
 
@@ -64,11 +65,27 @@ def trial_rows(records) -> str:
     head = "<tr><th>trial</th><th>status</th><th>reward</th><th>turns</th><th>tokens</th>" \
            "<th>seconds</th><th>error</th></tr>"
     body = "".join(
-        f"<tr><td>{esc(r.trial_name)}</td><td>{esc(r.status)}</td><td>{esc(r.reward)}</td>"
-        f"<td>{r.n_turns}</td><td>{r.n_input_tokens + r.n_output_tokens}</td>"
+        f"<tr><td><a href='#{esc(r.trial_name)}'>{esc(r.trial_name)}</a></td><td>{esc(r.status)}</td>"
+        f"<td>{esc(r.reward)}</td><td>{r.n_turns}</td><td>{r.n_input_tokens + r.n_output_tokens}</td>"
         f"<td>{r.timings.get('total_s', 0):.1f}</td><td>{esc(r.error[:160])}</td></tr>"
         for r in records)
     return f"<table>{head}{body}</table>"
+
+
+TURN_COLUMNS = ("at_s", "kind", "action", "exit_code", "model_s", "tool_s", "tokens_in", "tokens_out")
+
+
+def transcript(job_path: Path, trial: str) -> str:
+    """One trial's turns with their timings, and a link to its trajectory.json."""
+    path = job_path / trial / "agent" / "trajectory.json"
+    turns = json.loads(path.read_text()).get("turns", []) if path.is_file() else []
+    head = "".join(f"<th>{c}</th>" for c in ("turn",) + TURN_COLUMNS)
+    rows = "".join("<tr>" + f"<td>{i}</td>" + "".join(
+        f"<td>{esc('' if t.get(c) is None else str(t[c])[:120])}</td>" for c in TURN_COLUMNS) + "</tr>"
+        for i, t in enumerate(turns))
+    return (f"<details id='{esc(trial)}'><summary>{esc(trial)}: {len(turns)} turns "
+            f"(<a href='{esc(trial)}/agent/trajectory.json'>transcript</a>)</summary>"
+            f"<table><tr>{head}</tr>{rows}</table></details>")
 
 
 def write_report(job_path: Path, out: Path | None = None) -> tuple[Path, dict]:
@@ -95,6 +112,7 @@ def write_report(job_path: Path, out: Path | None = None) -> tuple[Path, dict]:
     body += "<h2>Conditions</h2>" + kv_table(
         [(k, v) for k, v in c.to_dict().items() if k != "task_ids"])
     body += "<h2>Trials</h2>" + trial_rows(records)
+    body += "<h2>Transcripts</h2>" + "".join(transcript(job.path, r.trial_name) for r in records)
     path = out or job.path / "report.html"
     path.write_text(page(f"eval report: {job.path.name}", body), encoding="utf-8")
     return path, s

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from posttrain.agent.chat import ChatFramer
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import SamplingParams
 from posttrain.evals import taxonomy
 from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.contexts import task_contexts
 from posttrain.evals.jobdir import now_iso
 from posttrain.evals.record import TrialOutput, TrialRecord
 from posttrain.evals.trials import with_timeouts
@@ -33,27 +36,46 @@ def prompt_lengths(loss_mask: list[int]) -> list[int]:
     return [i for i, m in enumerate(loss_mask) if m == 1 and (i == 0 or loss_mask[i - 1] == 0)]
 
 
+def turn_rows(ep: Episode) -> list[dict]:
+    """Each turn of the transcript with its timings: seconds from the episode's first step to
+    the model call, the model's and the command's seconds, the command's exit code."""
+    t0 = min((s.start_s for s in ep.steps), default=0.0)
+    steps = {(s.kind, s.turn): s for s in ep.steps}
+    rows = []
+    for i, tr in enumerate(ep.turns):
+        model, tool = steps.get(("model", i)), steps.get(("tool", i))
+        rows.append({"action": tr.action, "kind": tr.kind, "observation": tr.observation,
+                     "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
+                     "duration_s": tr.exec_result.duration_s if tr.exec_result else None,
+                     "at_s": round(model.start_s - t0, 4) if model else None,
+                     "model_s": round(model.duration_s, 4) if model else None,
+                     "tool_s": round(tool.duration_s, 4) if tool else None,
+                     "tokens_in": model.attributes.get("tokens_in") if model else None,
+                     "tokens_out": model.attributes.get("tokens_out") if model else None})
+    return rows
+
+
 def episode_output(ep: Episode, c: EvalConditions, framer: ChatFramer, wall_s: float,
                    started_at: str) -> TrialOutput:
     reward = None if ep.status in NO_REWARD else ep.reward
     status = taxonomy.classify(ep.status, reward)
     t = ep.timings
+    streams = ep.streams()
     rec = TrialRecord(
         ep.task_id, ep.group_id, status, reward, dict(ep.reward_details), ep.error,
-        n_input_tokens=sum(prompt_lengths(ep.loss_mask)), n_output_tokens=ep.tokens_out,
-        context_tokens=len(ep.tokens), n_turns=len(ep.turns),
+        n_input_tokens=sum(sum(prompt_lengths(s.loss_mask)) for s in streams),
+        n_output_tokens=ep.tokens_out, context_tokens=max(len(s.tokens) for s in streams),
+        n_turns=len(ep.turns),
         n_malformed=sum(1 for tr in ep.turns if tr.kind in ("malformed", "unterminated")),
         timings={"setup_s": t.get("sandbox_start_s", 0.0), "model_s": t.get("generate_s", 0.0),
                  "sandbox_s": t.get("exec_s", 0.0), "verifier_s": t.get("verify_s", 0.0),
                  "total_s": wall_s},
         started_at=started_at, finished_at=now_iso())
-    turns = [{"action": tr.action, "kind": tr.kind, "observation": tr.observation,
-              "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
-              "duration_s": tr.exec_result.duration_s if tr.exec_result else None}
-             for tr in ep.turns]
+    decode = framer.tokenizer.decode
     trajectory = {"agent": "posttrain-text", "model": c.model, "task": ep.task_id,
                   "attempt": ep.group_id, "system_prompt": framer.system_prompt,
-                  "turns": turns, "transcript": framer.tokenizer.decode(ep.tokens)}
+                  "turns": turn_rows(ep), "transcript": decode(ep.tokens), "retries": ep.retries,
+                  "earlier_segments": [decode(s.tokens) for s in ep.segments]}
     files = {"reward.txt": f"{reward}\n"} if reward is not None else {}
     if ep.error:
         files["error.txt"] = ep.error + "\n"
@@ -69,6 +91,8 @@ class TextExecutor:
     conditions: EvalConditions
     agent_config: AgentConfig
     n_jobs: int
+    tracer: object = None       # agent/traces.py's EpisodeTracer, or None
+    store: EpisodeStore | None = None   # per-turn checkpoints of the episodes in flight
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         c = self.conditions
@@ -78,7 +102,9 @@ class TextExecutor:
             batch = [(with_timeouts(t, c), a) for t, a in items[i:i + self.n_jobs]]
             started, t0 = now_iso(), time.perf_counter()
             try:
-                episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config)
+                contexts = task_contexts(c.context, [t for t, _ in batch])
+                episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config,
+                                        contexts, self.tracer, self.store)
             except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
                 error = f"{type(e).__name__}: {e}"
                 episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
@@ -86,11 +112,21 @@ class TextExecutor:
             for ep in episodes:
                 yield episode_output(ep, c, self.framer, wall, started)
 
+    def close(self) -> None:
+        """Send the traces still pending; remove the checkpoint dir if no episode is left in it."""
+        if self.tracer is not None:
+            self.tracer.close()
+        if self.store is not None and self.store.root.is_dir() and not any(self.store.root.iterdir()):
+            self.store.root.rmdir()
 
-def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None) -> TextExecutor:
+
+def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
+                       otel_endpoint: str | None = None, checkpoints: Path | None = None) -> TextExecutor:
     """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
     ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
-    out, so the model sees exactly the tokens it sampled, as in `rl`)."""
+    out, so the model sees exactly the tokens it sampled, as in `rl`). With otel_endpoint, each
+    trial's steps go there as one trace; with checkpoints, a killed job's episodes resume at
+    their last completed turn (agent/checkpoint.py)."""
     from posttrain.agent.framing import framer_for
 
     if client is None:
@@ -105,7 +141,14 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None
     cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
                       observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
                       max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
-    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs)
+    tracer = None
+    if otel_endpoint:
+        from posttrain.agent.traces import EpisodeTracer
+        from posttrain.otel import OtelConfig
+
+        tracer = EpisodeTracer(OtelConfig(endpoint=otel_endpoint, service_name="posttrain-eval"))
+    store = EpisodeStore(checkpoints) if checkpoints else None
+    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer, store)
 
 
 def _endpoint_engine(checkpoint: str, client):

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.otel import OtelConfig
 
 LOOPBACK_NAMES = ("localhost",)
 
@@ -61,12 +62,10 @@ class Canary(StrictModel):
     min_tasks: int = Field(20, ge=1)          # fewer shared tasks: insufficient evidence, never promote
 
 
-class Otel(StrictModel):
+class Otel(OtelConfig):
     """OpenTelemetry: one span per call, exported over OTLP/HTTP (needs the `otel` extra)."""
 
-    endpoint: str = "http://127.0.0.1:4318/v1/traces"
     service_name: str = "posttrain-gateway"
-    headers: dict[str, str] = {}        # e.g. the collector's auth header
 
 
 class Key(StrictModel):

@@ -186,6 +186,7 @@ def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: W
     model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, tasks.train, warn))
     framer = framer_for(tok)
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature
-    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s)
-    held = SandboxEnv(tasks.held, framer, agent, cfg.tasks.eval_samples, temp)
+    contexts = {d.name: d.context for d in cfg.domains if d.context is not None}
+    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s, contexts)
+    held = SandboxEnv(tasks.held, framer, agent, cfg.tasks.eval_samples, temp, contexts=contexts)
     return RunParts(env, held, model, tok, tasks.domain_ids)

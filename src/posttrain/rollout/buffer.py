@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from posttrain.schedule.sampler import GroupJob
-from posttrain.types import Episode, ExecResult, Turn
+from posttrain.types import Episode
 
 # Episodes that ended for reasons outside the model's control are kept for metrics but
 # never trained on: their reward says nothing about the policy.
@@ -30,7 +30,7 @@ class Group:
     def of(cls, job: GroupJob, episodes: list[Episode], fallback_version: int) -> Group:
         for e in episodes:
             e.domain = job.domain
-        vs = [v for e in episodes for v, m in zip(e.versions, e.loss_mask) if m]
+        vs = [v for e in episodes for v in e.sampled_versions()]
         return cls(job, episodes, min(vs, default=fallback_version), max(vs, default=fallback_version))
 
     @property
@@ -51,17 +51,8 @@ class Group:
 
     @classmethod
     def from_dict(cls, d: dict) -> Group:
-        return cls(GroupJob(**d["job"]), [episode_from_dict(e) for e in d["episodes"]],
+        return cls(GroupJob(**d["job"]), [Episode.from_dict(e) for e in d["episodes"]],
                    d["version_min"], d["version_max"])
-
-
-def episode_from_dict(d: dict) -> Episode:
-    d = {k: v for k, v in d.items() if k not in ("tokens_in", "tokens_out")}
-    turns = []
-    for t in d.pop("turns"):
-        er = t.get("exec_result")
-        turns.append(Turn(t["action"], t["kind"], t["observation"], ExecResult(**er) if er else None))
-    return Episode(**d, turns=turns)
 
 
 @dataclass

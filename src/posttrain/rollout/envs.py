@@ -1,7 +1,8 @@
 """Environments that turn group assignments into episodes.
 
 SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox
-(agent.loop.run_episodes), with a per-episode time cap. SingleTurnEnv: one reply per
+(agent.loop.run_episodes), with a per-episode time cap, each domain's context policy and,
+with agent.otel set, a trace per episode. SingleTurnEnv: one reply per
 prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
 InEngineProcess: an env whose episodes run wholly in the engine's child process.
 A reward function that raises, or a prompt that does not fit the context, becomes a
@@ -18,6 +19,7 @@ from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.schedule.config import ContextConfig
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import Task
 from posttrain.types import Episode
@@ -39,17 +41,31 @@ class SandboxEnv:
     group_size: int
     temperature: float = 1.0
     episode_timeout_s: float | None = None
+    contexts: dict[str, ContextConfig] = dataclasses.field(default_factory=dict)  # by domain
+    _tracer: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def task_ids(self) -> list[str]:
         return [t.id for t in self.tasks]
 
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"_tracer": None}   # an exporter thread does not travel (Ray)
+
+    def tracer(self):
+        if self._tracer is None and self.agent.otel is not None:
+            from posttrain.agent.traces import EpisodeTracer
+
+            self._tracer = EpisodeTracer(self.agent.otel)
+        return self._tracer
+
     def run(self, jobs: list[GroupJob], engine: Engine) -> list[list[Episode]]:
         """All groups of the wave in lockstep; returns one list of G episodes per job."""
         runs = [(capped(self.tasks[j.task_index], self.episode_timeout_s), j.uid)
                 for j in jobs for _ in range(self.group_size)]
+        contexts = [self.contexts.get(j.domain, self.agent.context)
+                    for j in jobs for _ in range(self.group_size)]
         params = SamplingParams(temperature=self.temperature, seed=jobs[0].seed)
-        episodes = run_episodes(runs, engine, self.framer, params, self.agent)
+        episodes = run_episodes(runs, engine, self.framer, params, self.agent, contexts, self.tracer())
         g = self.group_size
         return [episodes[i * g:(i + 1) * g] for i in range(len(jobs))]
 

@@ -55,9 +55,9 @@ def staleness_stats(episodes: list[Episode], version: int, max_staleness: int) -
     ages = Counter()
     partial = 0
     for e in episodes:
-        vs = {v for v, m in zip(e.versions, e.loss_mask) if m}
-        partial += len(vs) > 1
-        ages.update(version - v for v, m in zip(e.versions, e.loss_mask) if m)
+        sampled = e.sampled_versions()
+        partial += len(set(sampled)) > 1
+        ages.update(version - v for v in sampled)
     total = max(1, sum(ages.values()))
     out = {f"staleness_hist_{k}": ages.get(k, 0) / total for k in range(max_staleness + 1)}
     out["staleness_mean"] = sum(k * c for k, c in ages.items()) / total

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -40,3 +40,18 @@ def collate(episodes: list[Episode], pad_id: int, advantages: list[float] | None
     old = torch.tensor(_padded([e.logprobs for e in episodes], width, 0.0), dtype=torch.float)
     adv = torch.tensor(advantages if advantages is not None else [0.0] * len(episodes), dtype=torch.float)
     return Batch(ids, attn, mask, old, adv)
+
+
+def by_segment(episodes: list[Episode], advantages: list[float]) -> tuple[list[Episode], list[float]]:
+    """One training row per stream the engine saw: an episode whose context policy rewrote
+    its prompt (Episode.segments) becomes several rows, each with the episode's advantage, so
+    every sampled token is trained once, behind exactly the prompt it was sampled after."""
+    rows, adv = [], []
+    for e, a in zip(episodes, advantages):
+        for s in e.streams():
+            if any(s.loss_mask):
+                rows.append(e if not e.segments else replace(
+                    e, tokens=s.tokens, loss_mask=s.loss_mask, logprobs=s.logprobs,
+                    versions=s.versions, prompt_len=s.prompt_len, segments=[]))
+                adv.append(a)
+    return rows, adv

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from posttrain.errors import PosttrainError
 from posttrain.train.advantages import episode_advantages
+from posttrain.train.batch import by_segment
 from posttrain.train.mismatch import mismatch_stats
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
@@ -66,7 +67,8 @@ class ShardedTrainer(PolicyTrainer):
         if len(episodes) < self.world:
             raise PosttrainError(f"a batch of {len(episodes)} episodes cannot feed {self.world} ranks")
         cfg = cfg.model_copy(update={"packed": False})  # the packed forward reads weights directly
-        advantages = episode_advantages(episodes, cfg.advantage_name, cfg.domain_norm)
+        episodes, advantages = by_segment(episodes, episode_advantages(episodes, cfg.advantage_name,
+                                                                       cfg.domain_norm))
         mine = share(len(episodes), self.rank, self.world)
         totals = (len(episodes), sum(e.tokens_out for e in episodes))
         stats, lp, ro = self.rl_part(episodes[mine], advantages[mine], cfg, totals)

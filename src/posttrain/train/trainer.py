@@ -14,7 +14,7 @@ from posttrain.config_base import StrictModel
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
-from posttrain.train.batch import Batch, collate
+from posttrain.train.batch import Batch, by_segment, collate
 from posttrain.train.logprobs import exact_token_logprobs, token_logprobs
 from posttrain.train.kl import KL_ESTIMATORS
 from posttrain.train.losses import LOSS_WEIGHTING, LOSSES, get_loss, masked_mean, sft_loss
@@ -237,7 +237,7 @@ class PolicyTrainer:
         """One policy-gradient step on sampled episodes with the configured advantages,
         loss and (optionally) truncated IS; logs trainer–sampler mismatch over the batch."""
         advantages = episode_advantages(episodes, cfg.advantage_name, cfg.domain_norm)
-        stats, lp, ro = self.rl_part(episodes, advantages, cfg)
+        stats, lp, ro = self.rl_part(*by_segment(episodes, advantages), cfg)
         return stats | mismatch_stats(lp, ro, torch.ones_like(lp))
 
     def rl_part(self, episodes: list[Episode], advantages: list[float], cfg: RLConfig,

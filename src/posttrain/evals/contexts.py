@@ -1,0 +1,33 @@
+"""Context policies of an eval job, per domain: `--context [DOMAIN=]SPEC` (SPEC as
+schedule.config.ContextConfig.parse reads it, e.g. `last_k:k=3`), recorded in the job's
+conditions as (domain, canonical spec) pairs; "*" is every domain not named."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from posttrain.errors import ConfigError
+from posttrain.schedule.config import ContextConfig
+from posttrain.tasks import Task
+
+EVERY = "*"
+
+
+def parse_contexts(specs: list[str]) -> tuple[tuple[str, str], ...]:
+    """The --context flags as sorted (domain, canonical spec) pairs; a bad one is a ConfigError."""
+    out = {}
+    for spec in specs:
+        named = "=" in spec.split(":")[0]             # DOMAIN=kind:..., not kind:knob=...
+        domain, policy = spec.split("=", 1) if named else ("", spec)
+        try:
+            out[domain or EVERY] = ContextConfig.parse(policy).label()
+        except (ValueError, ValidationError) as e:
+            raise ConfigError(f"--context {spec!r}: {str(e).splitlines()[0]}") from None
+    return tuple(sorted(out.items()))
+
+
+def task_contexts(pairs: tuple[tuple[str, str], ...], tasks: list[Task]) -> list[ContextConfig]:
+    """Each task's policy: its domain's, else the "*" one, else keep_all."""
+    by = {d: ContextConfig.parse(s) for d, s in pairs}
+    default = by.get(EVERY, ContextConfig())
+    return [by.get(t.domain, default) for t in tasks]

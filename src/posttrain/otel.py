@@ -1,0 +1,29 @@
+"""OpenTelemetry export, shared by the gateway (a span per call) and the agent (a span per step):
+spans go to an OTLP/HTTP collector in batches, from the SDK's own thread. Needs the `otel` extra
+(pip install -c constraints.txt -e '.[otel]'); nothing imports it unless a config asks for it."""
+
+from __future__ import annotations
+
+from posttrain.config_base import StrictModel
+
+
+class OtelConfig(StrictModel):
+    endpoint: str = "http://127.0.0.1:4318/v1/traces"
+    service_name: str = "posttrain"
+    headers: dict[str, str] = {}        # e.g. the collector's auth header
+
+
+def span_provider(config: OtelConfig, exporter=None):
+    """A TracerProvider batching spans to the config's OTLP endpoint (or to `exporter`)."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as e:
+        raise RuntimeError("OpenTelemetry export ([otel] / [agent.otel] in the config) needs the otel "
+                           "extra: pip install -c constraints.txt -e '.[otel]'") from e
+    provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+    exporter = exporter or OTLPSpanExporter(endpoint=config.endpoint, headers=config.headers)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
