@@ -16,6 +16,7 @@ class Batch:
     loss_mask: torch.Tensor       # [B, T] float, 1 where the model sampled the token
     old_logprobs: torch.Tensor    # [B, T] float, the sampler's logprobs (0 where masked out)
     advantages: torch.Tensor      # [B] float
+    routing: torch.Tensor | None = None  # [B, T, L, k] long, the engine's experts (MoE), -1 where none
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -39,4 +40,17 @@ def collate(episodes: list[Episode], pad_id: int, advantages: list[float] | None
     mask = torch.tensor(_padded([e.loss_mask for e in episodes], width, 0), dtype=torch.float)
     old = torch.tensor(_padded([e.logprobs for e in episodes], width, 0.0), dtype=torch.float)
     adv = torch.tensor(advantages if advantages is not None else [0.0] * len(episodes), dtype=torch.float)
-    return Batch(ids, attn, mask, old, adv)
+    return Batch(ids, attn, mask, old, adv, _routing(episodes, width))
+
+
+def _routing(episodes: list[Episode], width: int) -> torch.Tensor | None:
+    """Episodes' engine routing as [B, T, L, k] (-1 past each one's routed prefix); None when none has any."""
+    shaped = [e.routing for e in episodes if e.routing]
+    if not shaped:
+        return None
+    layers, k = len(shaped[0][0]), len(shaped[0][0][0])
+    out = torch.full((len(episodes), width, layers, k), -1, dtype=torch.long)
+    for i, e in enumerate(episodes):
+        if e.routing:
+            out[i, :len(e.routing)] = torch.tensor(e.routing, dtype=torch.long)
+    return out
