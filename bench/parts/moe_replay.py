@@ -42,7 +42,8 @@ def _episodes(model, engine: str, prompts: int, tokens: int) -> list[Episode]:
     return eps
 
 
-def _score(model, episodes: list[Episode], replay: bool) -> dict:
+def _score(model, episodes: list[Episode], replay: bool) -> tuple[dict, torch.Tensor]:
+    """The trainer's router and logprob gaps to the engine, and its logprobs of the sampled tokens."""
     b = collate(episodes, 0)
     with torch.no_grad(), routed(model, b.routing, b.attention_mask, pin=replay) as router:
         lp = token_logprobs(model, b.input_ids, b.attention_mask)
@@ -50,14 +51,17 @@ def _score(model, episodes: list[Episode], replay: bool) -> dict:
     gap = (lp - b.old_logprobs)[keep].abs()
     return {"router_mismatch": router["moe_router_mismatch"], "router_mismatch_own": router["moe_router_mismatch_own"],
             "logp_gap_mean": float(gap.mean()), "logp_gap_max": float(gap.max()),
-            "k3": mismatch_stats(lp, b.old_logprobs, b.loss_mask)["mismatch_k3"], "aux_loss": router["moe_aux_loss"]}
+            "k3": mismatch_stats(lp, b.old_logprobs, b.loss_mask)["mismatch_k3"], "aux_loss": router["moe_aux_loss"]}, \
+        lp[keep]
 
 
 def _arm(engine: str, prompts: int, tokens: int) -> dict:
     model = build_tiny_model(VOCAB, "tiny-moe", seed=SEED)
     eps = _episodes(model, engine, prompts, tokens)  # the engine casts its own copy (bf16) or shares it (fp32)
-    off, on = _score(model, eps, False), _score(model, eps, True)
+    (off, lp_off), (on, lp_on) = _score(model, eps, False), _score(model, eps, True)
     return {"off": off, "on": on, "decisions": sum(len(e.routing) for e in eps) * len(eps[0].routing[0]),
+            # what replay changes in the trainer's own logprobs: the routing's share of the gap
+            "trainer_off_vs_on_mean": float((lp_off - lp_on).abs().mean()),
             **{f"{key}_ratio": round(off[key] / max(on[key], 1e-12), 2) for key in ("logp_gap_mean", "logp_gap_max", "k3")}}
 
 
@@ -88,5 +92,6 @@ def table(r: dict) -> str:
             lines.append(f"{name:<8} {replay:<6} {a['router_mismatch']:>16.4f} {a['logp_gap_mean']:>12.2e} "
                          f"{a['logp_gap_max']:>11.2e} {a['k3']:>9.2e}")
         lines.append(f"{name:<8} off / on: mean |dlogp| {arm['logp_gap_mean_ratio']}x, max {arm['logp_gap_max_ratio']}x, "
-                     f"k3 {arm['k3_ratio']}x ({arm['decisions']} decisions)")
+                     f"k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); the trainer's own logprobs move "
+                     f"{arm['trainer_off_vs_on_mean']:.2e} (mean) with replay")
     return "\n".join(lines)
