@@ -62,7 +62,8 @@ def _arm(engine: str, prompts: int, tokens: int) -> dict:
     return {"off": off, "on": on, "decisions": sum(len(e.routing) for e in eps) * len(eps[0].routing[0]),
             # what replay changes in the trainer's own logprobs: the routing's share of the gap
             "trainer_off_vs_on_mean": float((lp_off - lp_on).abs().mean()),
-            **{f"{key}_ratio": round(off[key] / max(on[key], 1e-12), 2) for key in ("logp_gap_mean", "logp_gap_max", "k3")}}
+            **{f"{key}_ratio": round(off[key] / max(on[key], 1e-12), 2)
+               for key in ("logp_gap_mean", "logp_gap_max", "k3")}}
 
 
 def measure(quick: bool) -> dict:
@@ -85,13 +86,14 @@ def measure(quick: bool) -> dict:
 
 
 def table(r: dict) -> str:
-    lines = [f"{'engine':<8} {'replay':<6} {'decisions differ':>16} {'mean|dlogp|':>12} {'max|dlogp|':>11} {'k3 KL':>9}"]
+    lines = [f"{'engine':<8} {'replay':<6} {'decisions differ':>16} {'mean|dlogp|':>12} {'max|dlogp|':>11} "
+             f"{'k3 KL':>9}"]
     for name, arm in r["moe_arms"].items():
         for replay in ("off", "on"):
             a = arm[replay]
             lines.append(f"{name:<8} {replay:<6} {a['router_mismatch']:>16.4f} {a['logp_gap_mean']:>12.2e} "
                          f"{a['logp_gap_max']:>11.2e} {a['k3']:>9.2e}")
-        lines.append(f"{name:<8} off / on: mean |dlogp| {arm['logp_gap_mean_ratio']}x, max {arm['logp_gap_max_ratio']}x, "
-                     f"k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); the trainer's own logprobs move "
+        lines.append(f"{name:<8} off / on: mean |dlogp| {arm['logp_gap_mean_ratio']}x, "
+                     f"max {arm['logp_gap_max_ratio']}x, k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); the trainer's own logprobs move "
                      f"{arm['trainer_off_vs_on_mean']:.2e} (mean) with replay")
     return "\n".join(lines)

@@ -10,12 +10,13 @@ import torch
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.local import LocalEngine
+from posttrain.engine.paged.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.models.tiny import build_tiny_model
 from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.batch import collate
 from posttrain.train.logprobs import token_logprobs
-from posttrain.train.routing_replay import check_replay, moe_blocks, routed
+from posttrain.train.routing_replay import check_replay, routed
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 

@@ -117,7 +117,6 @@ def _classes(fields: dict):
 def build_tiny_model(vocab_size: int, preset: str = "tiny", seed: int = 0, **overrides):
     """A float32 LlamaForCausalLM (Qwen3MoeForCausalLM for "tiny-moe") from PRESETS[preset],
     initialised deterministically from seed."""
-
     if preset not in PRESETS:
         raise PosttrainError(f"unknown model preset {preset!r}; choose from {sorted(PRESETS)}")
     fields = dict(

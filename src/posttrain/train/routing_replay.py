@@ -16,20 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from posttrain.engine.paged.moe import is_moe_block
+from posttrain.engine.paged.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.types import Episode
-
-
-def moe_blocks(model) -> list:
-    """The model's sparse-MoE blocks in layer order ([] for a dense model)."""
-    layers = getattr(getattr(model, "model", None), "layers", [])
-    return [layer.mlp for layer in layers if is_moe_block(layer.mlp)]
 
 
 def check_replay(model, episodes: list[Episode]) -> None:
@@ -45,9 +39,9 @@ def check_replay(model, episodes: list[Episode]) -> None:
 class Record:
     """One block's first forward in a `routed` span (a checkpoint's recompute is not recorded)."""
 
-    probs: list = field(default_factory=list)  # [N, E] float32 router probabilities
-    own: list = field(default_factory=list)    # [N, k] the block's own top-k
-    ran: list = field(default_factory=list)    # [N, k] the experts that ran
+    probs: torch.Tensor | None = None  # [N, E] float32 router probabilities
+    own: torch.Tensor | None = None    # [N, k] the block's own top-k
+    ran: torch.Tensor | None = None    # [N, k] the experts that ran
 
 
 def _replaying_forward(block, pinned: torch.Tensor | None, record: Record):
@@ -64,10 +58,8 @@ def _replaying_forward(block, pinned: torch.Tensor | None, record: Record):
         weights = probs.gather(1, ran)
         if gate.norm_topk_prob:
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        if not record.probs:  # the forward's; a checkpointed recompute routes the same
-            record.probs.append(probs.detach())
-            record.own.append(own)
-            record.ran.append(ran)
+        if record.probs is None:  # the forward's; a checkpointed recompute routes the same
+            record.probs, record.own, record.ran = probs.detach(), own, ran
         return self.experts(x, ran, weights.to(logits.dtype)).reshape(shape)
     return forward
 
@@ -97,7 +89,7 @@ def routed(model, routing: torch.Tensor | None = None, mask: torch.Tensor | None
                 del block.forward
             else:
                 block.forward = forward
-    if blocks and all(r.probs for r in records):
+    if blocks and all(r.probs is not None for r in records):
         stats |= router_stats(records, routing, mask)
 
 
@@ -123,10 +115,10 @@ def router_stats(records: list[Record], routing: torch.Tensor | None, mask: torc
     with the engine's routing: moe_router_mismatch, the fraction of (token, layer) decisions where
     the experts that ran differ from the engine's (0 with replay), and moe_router_mismatch_own,
     where the trainer's own top-k does (what replay removes)."""
-    n = records[0].probs[0].shape[0]
+    n = records[0].probs.shape[0]
     keep = torch.ones(n, dtype=torch.bool) if mask is None else mask.reshape(-1).bool()
     with torch.no_grad():
-        aux = torch.stack([load_balancing_loss(r.probs[0], r.ran[0], keep) for r in records]).mean()
+        aux = torch.stack([load_balancing_loss(r.probs, r.ran, keep) for r in records]).mean()
         out = {"moe_aux_loss": float(aux)}
         if routing is None:
             return out
@@ -134,6 +126,6 @@ def router_stats(records: list[Record], routing: torch.Tensor | None, mask: torc
         known = [keep & (e >= 0).all(-1) for e in engine]
         total = max(1, sum(int(k.sum()) for k in known))
         for name, which in (("moe_router_mismatch", "ran"), ("moe_router_mismatch_own", "own")):
-            out[name] = sum(int((_differ(getattr(r, which)[0], e) & k).sum())
+            out[name] = sum(int((_differ(getattr(r, which), e) & k).sum())
                             for r, e, k in zip(records, engine, known)) / total
     return out

@@ -12,6 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.engine.paged.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
@@ -26,7 +27,7 @@ from posttrain.train.precision import ComputeDtype, compute_context, resolve_dty
 from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.train.reference import reference_of
-from posttrain.train.routing_replay import check_replay, moe_blocks, routed
+from posttrain.train.routing_replay import check_replay, routed
 from posttrain.types import Episode
 
 

@@ -26,7 +26,7 @@ from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
-from posttrain.engine.paged.moe import moe_layers, top_k
+from posttrain.engine.paged.moe import moe_blocks
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.engine.paged.runner import ModelRunner, head_dim_of
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
@@ -78,8 +78,8 @@ class PagedEngine(Engine):
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
-        moe = moe_layers(self.model)  # an MoE model's routing, beside its KV; None for a dense one
-        self.routes = RoutingCache(self.num_blocks, self.config.block_size, len(moe), top_k(self.model)) \
+        moe = moe_blocks(self.model)  # an MoE model's routing, beside its KV; None for a dense one
+        self.routes = RoutingCache(self.num_blocks, self.config.block_size, len(moe), moe[0].gate.top_k) \
             if moe else None
         self.blocks = BlockManager(self.num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.blocks)

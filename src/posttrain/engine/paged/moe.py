@@ -12,14 +12,10 @@ def is_moe_block(mlp) -> bool:
     return hasattr(mlp, "gate") and hasattr(mlp, "experts") and hasattr(mlp.gate, "top_k")
 
 
-def moe_layers(model) -> list[int]:
-    """Indices of the decoder layers whose MLP is a sparse-MoE block (none for a dense model)."""
-    return [i for i, layer in enumerate(model.model.layers) if is_moe_block(layer.mlp)]
-
-
-def top_k(model) -> int:
-    """Experts per token of the model's MoE blocks."""
-    return model.config.num_experts_per_tok
+def moe_blocks(model) -> list:
+    """The model's sparse-MoE blocks in layer order ([] for a dense model)."""
+    layers = getattr(getattr(model, "model", None), "layers", [])
+    return [layer.mlp for layer in layers if is_moe_block(layer.mlp)]
 
 
 def moe_mlp(block, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
