@@ -2,6 +2,7 @@
 it reports per token and MoE layer are HF's router top-k on the same tokens, through forked
 group prompts and prefix-cache hits alike (engine/paged/routing.py)."""
 
+import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
@@ -49,6 +50,24 @@ def test_engine_routing_is_hf_router_top_k_in_fp32():
         ids = p + c.token_ids
         assert routing.shape == (len(ids) - 1, 4, 2)  # every token the engine ran: all but the last
         assert torch.equal(routing.sort(-1).values, _hf_top_k(model, ids)[: len(ids) - 1])
+
+
+@pytest.mark.parametrize("config", [
+    EngineConfig(block_size=4, num_blocks=20, max_num_batched_tokens=16),  # preempted, chunked prefill
+    EngineConfig(spec_method="ngram", spec_tokens=3),  # drafts' rejected slots are written over
+], ids=["preempt-chunk", "ngram"])
+def test_routing_survives_preemption_chunking_and_speculation(config):
+    model = _moe()
+    prompts = [[5 + i, 9, 30, 31, 2, 7, 8, 9, 30, 31] for i in range(6)]
+    engine = LocalEngine(model, config=config)
+    out = engine.generate(prompts, SamplingParams(temperature=1.0, max_tokens=25, seed=2))
+    if config.num_blocks:
+        assert engine.scheduler.num_preempted > 0
+    else:  # some drafts were rejected: their slots' routing was written, then written over
+        assert engine.stats.spec_proposed > engine.stats.spec_accepted
+    for p, c in zip(prompts, out):
+        ids = p + c.token_ids
+        assert torch.equal(torch.tensor(c.routing).sort(-1).values, _hf_top_k(model, ids)[: len(ids) - 1])
 
 
 def test_a_dense_model_returns_no_routing():
