@@ -49,10 +49,10 @@ def _score(model, episodes: list[Episode], replay: bool) -> tuple[dict, torch.Te
         lp = token_logprobs(model, b.input_ids, b.attention_mask)
     keep = b.loss_mask.bool()
     gap = (lp - b.old_logprobs)[keep].abs()
-    return {"router_mismatch": router["moe_router_mismatch"], "router_mismatch_own": router["moe_router_mismatch_own"],
-            "logp_gap_mean": float(gap.mean()), "logp_gap_max": float(gap.max()),
-            "k3": mismatch_stats(lp, b.old_logprobs, b.loss_mask)["mismatch_k3"], "aux_loss": router["moe_aux_loss"]}, \
-        lp[keep]
+    stats = {"router_mismatch": router["moe_router_mismatch"], "router_mismatch_own": router["moe_router_mismatch_own"],
+             "logp_gap_mean": float(gap.mean()), "logp_gap_max": float(gap.max()),
+             "k3": mismatch_stats(lp, b.old_logprobs, b.loss_mask)["mismatch_k3"], "aux_loss": router["moe_aux_loss"]}
+    return stats, lp[keep]
 
 
 def _arm(engine: str, prompts: int, tokens: int) -> dict:
@@ -94,6 +94,6 @@ def table(r: dict) -> str:
             lines.append(f"{name:<8} {replay:<6} {a['router_mismatch']:>16.4f} {a['logp_gap_mean']:>12.2e} "
                          f"{a['logp_gap_max']:>11.2e} {a['k3']:>9.2e}")
         lines.append(f"{name:<8} off / on: mean |dlogp| {arm['logp_gap_mean_ratio']}x, "
-                     f"max {arm['logp_gap_max_ratio']}x, k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); the trainer's own logprobs move "
-                     f"{arm['trainer_off_vs_on_mean']:.2e} (mean) with replay")
+                     f"max {arm['logp_gap_max_ratio']}x, k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); "
+                     f"replay moves the trainer's own logprobs {arm['trainer_off_vs_on_mean']:.2e} (mean)")
     return "\n".join(lines)
