@@ -1,6 +1,6 @@
 """The runner on a Qwen3-MoE (models/tiny.py "tiny-moe"): its logprobs are HF's, and the experts
 it reports per token and MoE layer are HF's router top-k on the same tokens, through forked
-group prompts and prefix-cache hits alike (engine/paged/routing.py)."""
+group prompts, prefix-cache hits, preemption and rejected drafts alike (engine/paged/routing.py)."""
 
 import pytest
 import torch
