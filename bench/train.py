@@ -1,9 +1,15 @@
-"""Long training steps (issue 32, item 1): one RL training step (forward, backward of the GRPO
-loss, AdamW) of the tiny Llama (hidden 128, 4 layers) with SmolLM2's 49,152-token vocabulary on
-one 32k-token episode: the plain step (full logits, every layer's activations kept) against the
-lean one (optim.activation_checkpointing + optim.logprob_chunk = 512).
+"""Training at length and on MoE (issue 32). Two sections, both by default:
 
-    python bench/train.py [--quick] [--json PATH]      # --quick: 4,096 tokens
+long_step (item 1): one RL training step (forward, backward of the GRPO loss, AdamW) of the tiny
+Llama (hidden 128, 4 layers) with SmolLM2's 49,152-token vocabulary on one 32k-token episode: the
+plain step (full logits, every layer's activations kept) against the lean one
+(optim.activation_checkpointing + optim.logprob_chunk = 512).
+
+moe (item 2): a tiny Qwen3-MoE sampled by the engine in bf16 (and fp32 with int8 KV) and scored by
+the trainer in fp32, with routing replay off and on (bench/parts/moe_replay.py): router decisions
+that differ, |Δlogp| and k3 KL. Seconds on a CPU.
+
+    python bench/train.py [--quick] [--section long_step|moe] [--json PATH]  # --quick: 4,096 tokens
 
 Each arm runs in a fresh process (bench/parts/long_step.py): peak memory is its peak RSS over
 the step minus its RSS before it. The plain step's fp32 logits alone are tokens x 49,152 x 4 bytes
@@ -22,6 +28,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from parts import moe_replay
 from parts.long_step import CHUNK, VOCAB
 from parts.report import add_args, cpu, write_json
 
@@ -118,13 +125,19 @@ def _table(r: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_args(parser, "4,096 tokens instead of 32,768")
+    add_args(parser, "4,096 tokens instead of 32,768; the MoE section on fewer prompts")
+    parser.add_argument("--section", choices=("all", "long_step", "moe"), default="all")
     args = parser.parse_args()
     result = {"cpu": cpu()}
     print(cpu_line(result["cpu"]), flush=True)
-    result |= measure(4096 if args.quick else 32_768)
-    print(_table(result))
-    write_json(args.json, result)
+    if args.section in ("all", "long_step"):
+        result |= measure(4096 if args.quick else 32_768)
+        print(_table(result))
+        write_json(args.json, result)
+    if args.section in ("all", "moe"):
+        result |= moe_replay.measure(args.quick)
+        print(moe_replay.table(result))
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

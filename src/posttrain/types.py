@@ -29,13 +29,18 @@ class ExecResult:
 
 @dataclass
 class Completion:
-    """One sampled continuation: ids, logprobs of the processed distribution, why it stopped."""
+    """One sampled continuation: ids, logprobs of the processed distribution, why it stopped.
+
+    routing (MoE models, the embedded engine): the experts each MoE layer chose for every token the
+    engine ran, the prompt's and the reply's but its last, [position][moe layer][k]; None for a
+    dense model or an engine that does not return it."""
 
     token_ids: list[int]
     logprobs: list[float]
     finish_reason: Literal["stop", "length"]
     policy_version: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    routing: list[list[list[int]]] | None = None
 
 
 @dataclass
@@ -78,6 +83,8 @@ class Episode:
     `tokens` is the stream since the last context rewrite (all of it under keep_all); earlier
     streams are in `segments`. `loss_mask[i]` is 1 where the model sampled tokens[i];
     `logprobs[i]` and `versions[i]` are the sampler's, meaningful where the mask is 1.
+    `routing[i]` (MoE) is the engine's experts [moe layer][k] for tokens[i], for a prefix of
+    tokens: the latest completion's, which covers all it was given.
     """
 
     task_id: str
@@ -94,6 +101,7 @@ class Episode:
     prompt_len: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     domain: str = ""        # the scheduler's domain of its task (per-domain metrics, advantages)
+    routing: list[list[list[int]]] | None = None
     segments: list[Segment] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     retries: int = 0        # engine and sandbox calls retried (agent/retry.py)

@@ -66,3 +66,15 @@ def test_a_dead_child_is_a_clear_error_and_close_leaves_nothing(model, tokenizer
         e.generate([[1, 2]], SamplingParams(max_tokens=2))
     e.close()
     assert e._proc.poll() is not None
+
+
+def test_an_moe_model_in_a_child_process_returns_the_same_routing():
+    from posttrain.models.tiny import build_tiny_model
+
+    moe = build_tiny_model(300, "tiny-moe", seed=1)
+    params = SamplingParams(temperature=1.0, max_tokens=6, seed=1)
+    with ProcessEngine(moe, None) as child:
+        got = child.generate(PROMPTS, params)
+    want = LocalEngine(moe).generate(PROMPTS, params)
+    _same(got, want)
+    assert [c.routing for c in got] == [c.routing for c in want] and got[0].routing

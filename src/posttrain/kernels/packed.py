@@ -233,12 +233,13 @@ class PackedLinear:
 
 
 def linears_of(model, packed: bool, linear=None, gemm: str = "mkl") -> list[dict]:
-    """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused), and the lm_head as
-    layer -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
+    """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused; no gate_up/down where the
+    MLP is a sparse-MoE block, whose experts the runner calls itself), and the lm_head as layer
+    -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
     make = linear or (lambda *mods: PackedLinear(*mods, pack=packed, gemm=gemm))
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp
-        out.append({"qkv": make(a.q_proj, a.k_proj, a.v_proj), "o": make(a.o_proj),
-                    "gate_up": make(m.gate_proj, m.up_proj), "down": make(m.down_proj)})
+        mlp = {"gate_up": make(m.gate_proj, m.up_proj), "down": make(m.down_proj)} if hasattr(m, "gate_proj") else {}
+        out.append({"qkv": make(a.q_proj, a.k_proj, a.v_proj), "o": make(a.o_proj), **mlp})
     return out + [{"head": make(model.lm_head)}]

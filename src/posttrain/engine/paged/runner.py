@@ -1,4 +1,6 @@
-"""Model runner: the forward pass of an HF Llama/Qwen2-family decoder over a paged KV cache.
+"""Model runner: the forward pass of an HF Llama/Qwen2-family decoder (and Qwen3-MoE: its sparse
+MLP blocks through engine/paged/moe.py, each token's experts written to a RoutingCache) over a
+paged KV cache.
 
 It reads the HF model's own parameters, so it shares weights with a trainer in-process, and
 calls its embedding, rotary embedding and activation; the rest is its own loop with HF's bits
@@ -25,9 +27,11 @@ import torch
 from posttrain.engine.paged.attention import TorchAttention
 from posttrain.engine.paged.glue import TorchGlue
 from posttrain.engine.paged.kv_cache import KVCache
+from posttrain.engine.paged.moe import is_moe_block, moe_mlp
+from posttrain.engine.paged.routing import RoutingCache
 from posttrain.kernels.packed import linears_of
 
-SUPPORTED = ("llama", "qwen2", "qwen3", "mistral")
+SUPPORTED = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe")
 
 
 @dataclass
@@ -59,7 +63,7 @@ class ModelRunner:
         self.device = next(model.parameters()).device
         # share the model's weights (packed: a copy that follows them); linear: another class (int8)
         self.linears = linears_of(model, packed, linear, gemm)
-        self.act = model.model.layers[0].mlp.act_fn if self.num_layers else None
+        self.act = next((layer.mlp.act_fn for layer in model.model.layers if hasattr(layer.mlp, "act_fn")), None)
         # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
         self.attention = attention or TorchAttention(attn_dtype)
@@ -75,8 +79,9 @@ class ModelRunner:
             for lin in layer.values():
                 lin.invalidate()
 
-    def forward(self, batch: Batch, kv: KVCache) -> torch.Tensor:
-        """Run all layers, write K/V, return float32 logits [M, V] at batch.logits_index."""
+    def forward(self, batch: Batch, kv: KVCache, routes: RoutingCache | None = None) -> torch.Tensor:
+        """Run all layers, write K/V (and each token's experts into routes, for an MoE model),
+        return float32 logits [M, V] at batch.logits_index."""
         inner = self.model.model
         h = inner.embed_tokens(batch.input_ids).unsqueeze(0)  # [1, N, hidden]
         h = h[0]
@@ -85,7 +90,7 @@ class ModelRunner:
         kv.clear_fresh_blocks(batch.slots)
         mlp_out = None  # each layer's MLP output, added to the residual stream h by the next norm
         for li, spec in enumerate(self.specs):
-            mlp_out = self._layer(li, spec, h, mlp_out, rope, plan, batch.slots, kv)
+            mlp_out = self._layer(li, spec, h, mlp_out, rope, plan, batch.slots, kv, routes)
         idx = batch.logits_index
         h = self._add_norm(mlp_out if mlp_out is None else mlp_out.index_select(0, idx), h.index_select(0, idx),
                            self.final_norm)
@@ -94,7 +99,7 @@ class ModelRunner:
     def _add_norm(self, x: torch.Tensor | None, residual: torch.Tensor, norm: tuple) -> torch.Tensor:
         return self.glue.norm(residual, *norm) if x is None else self.glue.add_norm(x, residual, *norm)
 
-    def _layer(self, li: int, spec: "LayerSpec", h, mlp_out, rope, plan, slots, kv: KVCache) -> torch.Tensor:
+    def _layer(self, li: int, spec: "LayerSpec", h, mlp_out, rope, plan, slots, kv: KVCache, routes) -> torch.Tensor:
         """One decoder layer over the residual stream h (updated in place, the previous layer's
         mlp_out added first); returns this layer's MLP output (not yet added)."""
         n, heads, kv_heads = h.shape[0], self.num_heads, self.num_kv_heads
@@ -106,8 +111,14 @@ class ModelRunner:
         q = qkv[:, :heads]
         kv.write(li, slots, qkv[:, heads:].view(n, 2, kv_heads, self.head_dim))
         o = self.attention.attend(q, kv, li, plan, spec.scaling)  # [N, H, D]
-        gate, up = spec.lin["gate_up"](self.glue.add_norm(spec.lin["o"](o.reshape(n, -1)), h, *spec.norm2)).chunk(2, dim=-1)
-        return spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
+        x = self.glue.add_norm(spec.lin["o"](o.reshape(n, -1)), h, *spec.norm2)
+        if spec.moe is None:
+            gate, up = spec.lin["gate_up"](x).chunk(2, dim=-1)
+            return spec.lin["down"](self.act(gate) * up)  # the Llama/Qwen MLP
+        out, experts = moe_mlp(spec.moe, x)
+        if routes is not None:
+            routes.write(spec.moe_index, slots, experts)
+        return out
 
 
 def head_dim_of(cfg) -> int:
@@ -122,6 +133,8 @@ class LayerSpec(NamedTuple):
     scaling: float
     qk_norm: tuple | None  # Qwen3's (q_norm, k_norm) modules
     lin: dict
+    moe: object = None  # the HF sparse-MoE block of an MoE layer (its MLP), else None
+    moe_index: int = -1  # its index among the model's MoE layers (the routing cache's layer axis)
 
 
 def _norm_args(module) -> tuple:
@@ -130,8 +143,12 @@ def _norm_args(module) -> tuple:
 
 
 def layer_specs(model, linears: list[dict]) -> list[LayerSpec]:
-    return [LayerSpec(_norm_args(layer.input_layernorm), _norm_args(layer.post_attention_layernorm),
-                      layer.self_attn.scaling,
-                      (layer.self_attn.q_norm, layer.self_attn.k_norm) if hasattr(layer.self_attn, "q_norm") else None,
-                      lin)
-            for layer, lin in zip(model.model.layers, linears)]
+    specs, moe_index = [], 0
+    for layer, lin in zip(model.model.layers, linears):
+        moe = layer.mlp if is_moe_block(layer.mlp) else None
+        specs.append(LayerSpec(
+            _norm_args(layer.input_layernorm), _norm_args(layer.post_attention_layernorm), layer.self_attn.scaling,
+            (layer.self_attn.q_norm, layer.self_attn.k_norm) if hasattr(layer.self_attn, "q_norm") else None,
+            lin, moe, moe_index if moe is not None else -1))
+        moe_index += moe is not None
+    return specs

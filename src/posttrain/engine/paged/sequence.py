@@ -36,6 +36,7 @@ class Sequence:
     seq_id: int = field(default_factory=lambda: next(_ids))
     arrival: float = field(default_factory=time.perf_counter)
     first_token_time: float | None = None
+    routing: list | None = None  # MoE: experts [position][moe layer][k] of tokens[:num_computed], when finished
 
     def __post_init__(self):
         if not self.num_prompt:
