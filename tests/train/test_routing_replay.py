@@ -10,7 +10,7 @@ import torch
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.local import LocalEngine
-from posttrain.engine.paged.moe import moe_blocks
+from posttrain.models.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.models.tiny import build_tiny_model
 from posttrain.train.act_checkpoint import checkpoint_layers

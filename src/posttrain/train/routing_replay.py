@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from posttrain.engine.paged.moe import moe_blocks
+from posttrain.models.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.types import Episode
 

@@ -12,7 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from posttrain.config_base import StrictModel
-from posttrain.engine.paged.moe import moe_blocks
+from posttrain.models.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages

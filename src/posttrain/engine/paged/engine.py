@@ -26,7 +26,7 @@ from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
-from posttrain.engine.paged.moe import moe_blocks
+from posttrain.models.moe import moe_blocks
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.engine.paged.runner import ModelRunner, head_dim_of
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params

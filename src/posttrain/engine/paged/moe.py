@@ -7,17 +7,6 @@ from __future__ import annotations
 import torch
 
 
-def is_moe_block(mlp) -> bool:
-    """An HF sparse-MoE block: a top-k router `gate` and stacked `experts` (Qwen3-MoE's layout)."""
-    return hasattr(mlp, "gate") and hasattr(mlp, "experts") and hasattr(mlp.gate, "top_k")
-
-
-def moe_blocks(model) -> list:
-    """The model's sparse-MoE blocks in layer order ([] for a dense model)."""
-    layers = getattr(getattr(model, "model", None), "layers", [])
-    return [layer.mlp for layer in layers if is_moe_block(layer.mlp)]
-
-
 def moe_mlp(block, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """x [N, hidden] (normed) -> (the block's output [N, hidden], chosen experts [N, k]).
     The router's logits are in the engine's dtype, their softmax in float32, then top-k and (with

@@ -27,9 +27,10 @@ import torch
 from posttrain.engine.paged.attention import TorchAttention
 from posttrain.engine.paged.glue import TorchGlue
 from posttrain.engine.paged.kv_cache import KVCache
-from posttrain.engine.paged.moe import is_moe_block, moe_mlp
+from posttrain.engine.paged.moe import moe_mlp
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.kernels.packed import linears_of
+from posttrain.models.moe import is_moe_block
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe")
 
