@@ -20,8 +20,6 @@ from posttrain.validate.runs import Attempt, attempt
 
 Done = dict[str, Check]
 
-
-
 NETWORK_ERRORS = re.compile(r"Could not resolve host|Temporary failure in name resolution|"
                             r"Name or service not known|Network is unreachable|No route to host|"
                             r"Failed to establish a new connection|getaddrinfo failed|"
