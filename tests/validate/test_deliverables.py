@@ -3,6 +3,8 @@ reads are mutated (never an input the task ships, never the oracle's helper scri
 surviving mutant carries the deliverable, how it was changed, the diff and why it counts; a
 task whose verifier reads no oracle output gets command mutants whose survivors do not count."""
 
+import os
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -19,6 +21,7 @@ from posttrain.validate.runner import validate_dirs
 from defective import GOOD_CHECK, REWARD_EVERY_PATH, base
 
 CFG = ValidateConfig(oracle_runs=1, determinism_runs=1)
+DOCKER_BASE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
 # The oracle writes a helper, runs it, and leaves it behind; the tests read the shipped
 # input (a note) and the answer.
 HELPER = {
@@ -136,11 +139,22 @@ def test_the_budget_flag_is_validated(tmp_path, value):
     assert result.exit_code == 2 and "--mutation-budget" in result.output
 
 
-def test_the_atime_trace_sees_reads_not_stats(tmp_path):
+def _trace_sees_reads_not_stats(tmp_path, backend: str):
     task = read_task(_write(tmp_path, "trace", {}))
-    with open_task_sandbox(task) as sb:
+    with open_task_sandbox(task, backend) as sb:
         for name in ("read.txt", "stat.txt", "idle.txt"):
             (sb.host_path("/app") / name).write_text("x\n")
+        sb.give(sb.host_path("/app"))
         traced = reads.start(sb, ["/app/read.txt", "/app/stat.txt", "/app/idle.txt"])
         sb.exec("cat /app/read.txt >/dev/null; test -e /app/stat.txt; ls -l /app >/dev/null")
         assert reads.finish(sb, traced) == ["/app/read.txt"]
+
+
+def test_the_atime_trace_sees_reads_not_stats_bwrap(tmp_path):
+    _trace_sees_reads_not_stats(tmp_path, "bwrap")
+
+
+@pytest.mark.slow
+def test_the_atime_trace_sees_reads_not_stats_docker(tmp_path, docker_engine, monkeypatch):
+    monkeypatch.setenv("POSTTRAIN_DOCKER_BASE_MAP", f"ubuntu={DOCKER_BASE}")
+    _trace_sees_reads_not_stats(tmp_path, "docker")
