@@ -84,8 +84,8 @@ def _of_deliverables(task: Task, cfg: ValidateConfig, found: list[str], probe: A
     out = []
     for kind, path in deliverables.plan(found, probe.before, limit):
         t = deliverables.Target(kind, path)
-        created = "changed" if path in probe.before else "created"
-        why = f"the oracle {created} {path} and the verifier reads it ({trace})"
+        verb = "changed" if path in probe.before else "created"
+        why = f"the oracle {verb} {path} and the verifier reads it ({trace})"
         out += _run(t.name, lambda: attempt(task, cfg, oracle=True, before_agent=t.before,
                                             after_agent=t.after), cfg, errors, True, why)
     return out
