@@ -39,8 +39,7 @@ def outcome(report) -> str:
     oracle = report.checks.get("oracle")
     if oracle is not None and oracle.passed:
         return "usable"
-    text = " ".join(report.reasons)
-    if "build" in text and ("failed" in text or "error" in text.lower()):
+    if "docker build of" in " ".join(report.reasons):
         return "build_failed"
     return "oracle_failed" if oracle is not None and oracle.passed is False else "other"
 
