@@ -93,6 +93,9 @@ def test_changed_value_aims_at_the_oracles_edit_never_a_comment_or_docstring():
     assert aim("/app/f.py", py, None) == py.replace(b"x * 2", b"x * 3")
     ops = b'def g(a, b):\n    """Say 3."""\n    return a < b\n'
     assert aim("/app/g.py", ops, None) == ops.replace(b"a < b", b"a >= b")
+    helper = b"def enc(s):\n    return shift(s, 26)\n\ndef dec(s):\n    return shift(s, -5)\n"
+    given = "Given:\ndef enc(s):\n    return shift(s, 26)\nWrite dec."
+    assert aim("/app/h.py", helper, None, given) == helper.replace(b"-5", b"-6")
 
 
 def test_plan_is_round_robin_within_the_budget():

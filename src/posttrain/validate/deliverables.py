@@ -26,6 +26,7 @@ HOW = {"change_value": "change one value in what the oracle wrote (a number, els
        "remove": "move the file away (the deliverable is missing)",
        "revert": "put back the file the task shipped (undo the oracle's change)"}
 MAX_DIFF_LINES = 40
+MIN_GIVEN = 12   # chars: a shorter line (`return x`) in the instruction is a coincidence
 COMMENT_RE = re.compile(rb"^\s*(#|//|/\*|\*|--|;|<!--)")
 FLIPS = {"+": "-", "-": "+", "<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
 
@@ -57,9 +58,9 @@ def shipped(sandbox: Sandbox, path: str) -> bytes | None:
         return None
 
 
-def apply(sandbox: Sandbox, kind: str, path: str, base: bytes | None) -> dict:
+def apply(sandbox: Sandbox, kind: str, path: str, base: bytes | None, given: str = "") -> dict:
     """After the oracle: damage `path` (base: the shipped bytes, for revert and for aiming
-    change_value at what the oracle wrote). Returns the mutant's evidence."""
+    change_value at what the oracle wrote; given: the instruction). Returns the evidence."""
     sandbox.stop_all_but_servers()
     host = sandbox.host_path(path)
     if kind == "remove":
@@ -68,7 +69,7 @@ def apply(sandbox: Sandbox, kind: str, path: str, base: bytes | None) -> dict:
                 "diff": f"{path} moved to {path}.mutant"}
     old = _read(host)
     new = {"truncate": truncate, "revert": lambda d: base or b"",
-           "change_value": lambda d: _change_aimed(path, d, base)}[kind](old)
+           "change_value": lambda d: _change_aimed(path, d, base, given)}[kind](old)
     if new == old:
         raise NoChange(f"{kind} leaves {path} unchanged")
     fd = os.open(host, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
@@ -83,13 +84,15 @@ def _read(host) -> bytes:
         return f.read()
 
 
-def _change_aimed(path: str, data: bytes, base: bytes | None) -> bytes:
+def _change_aimed(path: str, data: bytes, base: bytes | None, given: str = "") -> bytes:
     """change_value aimed at what the oracle wrote: only on lines it added or changed (all
-    lines of a new file), never on a comment line; in Python, a number token (never one in
-    a string or a docstring), else an operator flipped. A mutant of a docstring's example
-    would survive any verifier and prove nothing."""
+    lines of a new file) that the instruction does not give verbatim (a helper it hands
+    over is not the solver's work), never on a comment line; in Python, a number token
+    (never one in a string or a docstring), else an operator flipped. A mutant of a
+    docstring's example or of given code the tests never call proves nothing."""
     lines = data.splitlines(keepends=True)
-    rows = _new_rows(base, lines)
+    rows = [j for j in _new_rows(base, lines) if not _given(lines[j], given)] or \
+        _new_rows(base, lines)
     if path.endswith(".py"):
         hit = _python_edit(lines, set(rows))
         if hit is not None:
@@ -98,6 +101,11 @@ def _change_aimed(path: str, data: bytes, base: bytes | None) -> bytes:
         if lines[j].strip() and not COMMENT_RE.match(lines[j]):
             return b"".join(lines[:j]) + change_value(lines[j]) + b"".join(lines[j + 1:])
     return change_value(data)
+
+
+def _given(line: bytes, instruction: str) -> bool:
+    text = line.decode("utf-8", "replace").strip()
+    return len(text) >= MIN_GIVEN and text in instruction
 
 
 def _new_rows(base: bytes | None, lines: list[bytes]) -> list[int]:
@@ -144,6 +152,7 @@ class Target:
 
     kind: str
     path: str
+    given: str = ""     # the instruction
 
     @property
     def name(self) -> str:
@@ -153,4 +162,4 @@ class Target:
         return shipped(sandbox, self.path) if self.kind in ("revert", "change_value") else None
 
     def after(self, sandbox: Sandbox, attempt) -> dict:
-        return apply(sandbox, self.kind, self.path, attempt.extra)
+        return apply(sandbox, self.kind, self.path, attempt.extra, self.given)

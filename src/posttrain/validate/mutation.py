@@ -83,7 +83,7 @@ def _of_deliverables(task: Task, cfg: ValidateConfig, found: list[str], probe: A
                      limit: int, errors: list[str], trace: str) -> list[dict]:
     out = []
     for kind, path in deliverables.plan(found, probe.before, limit):
-        t = deliverables.Target(kind, path)
+        t = deliverables.Target(kind, path, task.instruction)
         verb = "changed" if path in probe.before else "created"
         why = f"the oracle {verb} {path} and the verifier reads it ({trace})"
         out += _run(t.name, lambda: attempt(task, cfg, oracle=True, before_agent=t.before,
