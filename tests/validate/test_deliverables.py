@@ -96,6 +96,9 @@ def test_changed_value_aims_at_the_oracles_edit_never_a_comment_or_docstring():
     helper = b"def enc(s):\n    return shift(s, 26)\n\ndef dec(s):\n    return shift(s, -5)\n"
     given = "Given:\ndef enc(s):\n    return shift(s, 26)\nWrite dec."
     assert aim("/app/h.py", helper, None, given) == helper.replace(b"-5", b"-6")
+    no_value = b'def f(s):\n    """ \n    Words only.\n    """\n    return sorted(s)\n'
+    assert aim("/app/n.py", no_value, None) == no_value      # no mutant, never a docstring edit
+    assert aim("/app/t.py", b"ok = a and b\n", None) == b"ok = a or b\n"
 
 
 def test_plan_is_round_robin_within_the_budget():

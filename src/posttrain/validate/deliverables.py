@@ -21,14 +21,15 @@ from posttrain.validate.mutants import change_value, truncate
 from posttrain.validate.runs import Snapshot, changed_files
 
 # What each kind does, for the evidence. A new file gets `remove`, a changed one `revert`.
-HOW = {"change_value": "change one value in what the oracle wrote (a number, else an operator)",
+HOW = {"change_value": "change one value in the code or data the oracle wrote (a number, else an operator)",
        "truncate": "cut what the oracle wrote to its first half",
        "remove": "move the file away (the deliverable is missing)",
        "revert": "put back the file the task shipped (undo the oracle's change)"}
 MAX_DIFF_LINES = 40
 MIN_GIVEN = 12   # chars: a shorter line (`return x`) in the instruction is a coincidence
 COMMENT_RE = re.compile(rb"^\s*(#|//|/\*|\*|--|;|<!--)")
-FLIPS = {"+": "-", "-": "+", "<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "=="}
+FLIPS = {"+": "-", "-": "+", "<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "!=", "!=": "==",
+         "True": "False", "False": "True", "and": "or", "or": "and"}
 
 
 class NoChange(Exception):
@@ -95,12 +96,11 @@ def _change_aimed(path: str, data: bytes, base: bytes | None, given: str = "") -
         _new_rows(base, lines)
     if path.endswith(".py"):
         hit = _python_edit(lines, set(rows))
-        if hit is not None:
-            return hit
+        return data if hit is None else hit      # no value in the code itself: no mutant
     for j in rows:
-        if lines[j].strip() and not COMMENT_RE.match(lines[j]):
+        if re.search(rb"[0-9A-Za-z]", lines[j]) and not COMMENT_RE.match(lines[j]):
             return b"".join(lines[:j]) + change_value(lines[j]) + b"".join(lines[j + 1:])
-    return change_value(data)
+    return data
 
 
 def _given(line: bytes, instruction: str) -> bool:
@@ -123,7 +123,7 @@ def _python_edit(lines: list[bytes], rows: set[int]) -> bytes | None:
         return None
     hits = [t for t in toks if t.start[0] - 1 in rows and t.start[0] == t.end[0]]
     pick = next((t for t in hits if t.type == tokenize.NUMBER), None) or \
-        next((t for t in hits if t.type == tokenize.OP and t.string in FLIPS), None)
+        next((t for t in hits if t.type in (tokenize.OP, tokenize.NAME) and t.string in FLIPS), None)
     if pick is None:
         return None
     row, (c0, c1) = pick.start[0] - 1, (pick.start[1], pick.end[1])
