@@ -49,7 +49,8 @@ def _mutation(tmp_path, name: str, files: dict, cfg=CFG):
 
 def test_a_format_only_verifier_is_weak_with_evidence(tmp_path):
     check = READS_NOTE + "grep -qxE '[0-9]+' /app/answer.txt"
-    report, m = _mutation(tmp_path, "format", HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)})
+    files = HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)}
+    report, m = _mutation(tmp_path, "format", files)
     ev = m.evidence
     assert report.status == "weak-verifier", report.reasons
     assert ev["mode"] == "deliverables" and ev["deliverables"] == ["/app/answer.txt"]
@@ -66,7 +67,8 @@ def test_a_format_only_verifier_is_weak_with_evidence(tmp_path):
 
 def test_a_sound_verifier_kills_every_deliverable_mutant(tmp_path):
     check = READS_NOTE + GOOD_CHECK
-    report, m = _mutation(tmp_path, "sound", HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)})
+    files = HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)}
+    report, m = _mutation(tmp_path, "sound", files)
     assert report.status == "ok", report.reasons
     assert m.evidence["strength"] == 1.0 and m.evidence["mutants"] == 3
     assert [r["name"] for r in m.evidence["results"]] == [
@@ -129,7 +131,8 @@ def test_a_verifier_reading_no_oracle_output_gets_uncounted_command_mutants(tmp_
 def test_the_budget_caps_the_mutants(tmp_path):
     check = READS_NOTE + "grep -qxE '[0-9]+' /app/answer.txt"
     cfg = ValidateConfig(oracle_runs=1, determinism_runs=1, max_mutants=1)
-    _, m = _mutation(tmp_path, "budget", HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)}, cfg)
+    files = HELPER | {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)}
+    _, m = _mutation(tmp_path, "budget", files, cfg)
     assert [r["name"] for r in m.evidence["results"]] == ["change_value /app/answer.txt"]
     off = ValidateConfig(oracle_runs=1, determinism_runs=1, max_mutants=0)
     _, m = _mutation(tmp_path / "off", "budget", HELPER, off)

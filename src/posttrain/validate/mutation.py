@@ -28,7 +28,6 @@ NOT_A_DELIVERABLE = ("changes no deliverable: the verifier read no file the orac
                      "so the tests may check a service or state outside /app and /tmp")
 
 
-
 def _guarded(name: str, run, errors: list[str]):
     """run(), or None with the error noted: a failure of the mutation step itself (a file
     the oracle named differently this time, a sandbox that would not start) is reported,
