@@ -52,14 +52,6 @@ def test_value_and_truncation_mutations():
     assert mutants.truncate(b"3\n") == b"\n" and mutants.truncate(b"abcd\n") == b"ab\n"
 
 
-def test_output_targets_from_snapshots():
-    before = {"/app/in.txt": "h1"}
-    after = {"/app/in.txt": "h1", "/app/out.txt": "h2", "/app/d": "d", "/app/l": "l:/etc"}
-    assert mutants.output_targets(before, after, 8) == [
-        ("truncate", "/app/out.txt"), ("change_value", "/app/out.txt"), ("rename", "/app/out.txt"),
-        ("rename", "/app/d")]
-
-
 def test_probes_are_built_from_what_the_tests_reference(tmp_path):
     task = read_task(write_kind(tmp_path, "trusts-agent-writable-file"))
     assert agents.referenced_paths(task) == ["/app/check.sh"]

@@ -2,6 +2,7 @@
 
     posttrain validate tasks/ --out validation.json --jobs 4
     posttrain validate tasks/ --policy runs/ckpt --k 8      # also calibrate difficulty
+    posttrain validate tasks/ --mutation-budget 4          # at most 4 mutants per task
 Writes the manifest (--out, NAME.json) and its report NAME.html beside it; exits 1 if any task is
 broken. Rerunning the same command resumes: finished checks are not run again.
 """
@@ -18,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from posttrain.commands.checks import existing_dir, fraction, writable_file
+from posttrain.validate.config import MAX_MUTANTS
 
 
 def _policy(path: str, k: int, temperature: float, seed: int, backend: str):
@@ -60,6 +62,7 @@ def validate(
     runs: int = typer.Option(5, "--runs", min=1, help="Oracle runs; any failure = flaky."),
     min_strength: float = typer.Option(0.7, callback=fraction, help="Mutant kill share below this = weak-verifier."),
     pass_threshold: float = typer.Option(1.0, callback=fraction, help="Reward at or above this counts as solved."),
+    mutation_budget: int = typer.Option(8, "--mutation-budget", min=0, max=MAX_MUTANTS, help="Most mutants run per task (each a fresh sandbox); 0 skips the mutation check."),
     backend: str = typer.Option("bwrap", help="Sandbox backend."),
     policy: Optional[str] = typer.Option(None, help="Checkpoint dir to calibrate difficulty with."),
     k: int = typer.Option(8, "-k", min=1, help="Episodes per task for difficulty calibration."),
@@ -74,8 +77,8 @@ def validate(
     if not path.is_file():
         existing_dir(path, "the task path")
     writable_file(out, "--out")
-    cfg = ValidateConfig(oracle_runs=runs, min_strength=min_strength,
-                         pass_threshold=pass_threshold, backend=backend)
+    cfg = ValidateConfig(oracle_runs=runs, min_strength=min_strength, pass_threshold=pass_threshold,
+                         max_mutants=mutation_budget, backend=backend)
     if fresh:
         shutil.rmtree(state_dir_for(out), ignore_errors=True)
     pol = _policy(policy, k, temperature, seed, backend) if policy else None

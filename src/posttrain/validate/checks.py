@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import re
 import shlex
-import tempfile
-from pathlib import Path
 
 from posttrain.tasks import Task
 from posttrain.tasks.suites import probes_for
-from posttrain.validate import agents, mutants
+from posttrain.validate import agents
 from posttrain.validate.config import ValidateConfig
-from posttrain.validate.record import Check, skipped
+from posttrain.validate.mutation import mutation
+from posttrain.validate.record import Check
 from posttrain.validate.runs import Attempt, attempt
 
 Done = dict[str, Check]
-
-
-def _solved(reward: float, cfg: ValidateConfig) -> bool:
-    return reward >= cfg.pass_threshold - 1e-9
-
 
 NETWORK_ERRORS = re.compile(r"Could not resolve host|Temporary failure in name resolution|"
                             r"Name or service not known|Network is unreachable|No route to host|"
@@ -59,14 +53,14 @@ def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
                             verifies=1 + (cfg.determinism_runs if i == 0 else 0)))
         if i == 0 and (runs[0].agent_timed_out or runs[0].status == "verifier_timeout"):
             break           # N more timeouts would only burn time: one is enough to judge
-    passes = sum(_solved(a.reward, cfg) for a in runs)
+    passes = sum(cfg.solved(a.reward) for a in runs)
     ev = {"runs": len(runs), "passes": passes, "pass_rate": passes / len(runs),
           "rewards": [a.reward for a in runs], "statuses": [a.status for a in runs],
           "oracle_exit_codes": [a.agent_exit for a in runs],
           "repeat_rewards": runs[0].rewards, "errors": sorted({_first_error(a) for a in runs} - {""})}
     if passes == len(runs):
         return Check("oracle", True, evidence=ev)
-    failed = next(a for a in runs if not _solved(a.reward, cfg))
+    failed = next(a for a in runs if not cfg.solved(a.reward))
     ev.update(oracle_output_tail=failed.agent_tail, verifier_output_tail=failed.verifier_tail)
     note = failure_note(failed)
     why = ev["errors"][0] if ev["errors"] else f"rewards {ev['rewards']}"
@@ -95,7 +89,7 @@ def nop(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     if a.status != "ok":
         return Check("nop", False, "broken", "no reward when the task is not solved "
                      f"({a.status}: {ev['error']})", ev)
-    if _solved(a.reward, cfg):
+    if cfg.solved(a.reward):
         return Check("nop", False, "hackable", f"a no-op agent is rewarded ({a.reward:g})", ev)
     return Check("nop", True, evidence=ev)
 
@@ -118,7 +112,7 @@ def trivial(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """`exit 0` and creating the expected files empty must not be rewarded."""
     rewards = {name: attempt(task, cfg, script=make(task)).reward
                for name, make in agents.TRIVIAL.items()}
-    won = [n for n, r in rewards.items() if _solved(r, cfg)]
+    won = [n for n, r in rewards.items() if cfg.solved(r)]
     if won:
         return Check("trivial", False, "hackable", f"trivial agents rewarded: {', '.join(won)}",
                      {"rewards": rewards})
@@ -152,68 +146,6 @@ def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
         return Check("hacks", False, "hackable", "hack probes raised the reward: "
                      + ", ".join(f"{n} ({results[n]['reward']:g})" for n in raised) + note, ev)
     return Check("hacks", True, evidence=ev)
-
-
-def _guarded(name: str, run, errors: list[str]):
-    """run(), or None with the error noted: a failure of the mutation step itself (a file
-    the oracle named differently this time, a sandbox that would not start) is reported,
-    never a verdict on the task."""
-    try:
-        return run()
-    except Exception as e:
-        errors.append(f"{name}: {type(e).__name__}: {e}")
-        return None
-
-
-def _run_mutant(name: str, run, results: list, errors: list[str]) -> None:
-    a = _guarded(name, run, errors)
-    if a is not None:
-        results.append((name, a.reward))
-
-
-def mutation(task: Task, cfg: ValidateConfig, done: Done) -> Check:
-    """Share of oracle mutants the tests reject: the verifier's strength."""
-    script = (task.solution_dir / "solve.sh").read_text(encoding="utf-8", errors="replace")
-    results, errors = [], []
-    with tempfile.TemporaryDirectory(prefix="posttrain-mutant-") as tmp:
-        for i, (name, text) in enumerate(mutants.drop_step_mutants(script, cfg.max_mutants // 2)):
-            sol = mutants.mutant_solution(task.solution_dir, text, Path(tmp) / f"m{i}")
-            _run_mutant(name, lambda: attempt(task, cfg, solution_dir=sol), results, errors)
-        for path in mutants.supplied(task.solution_dir, cfg.max_mutants // 2):
-            sol = mutants.mutant_solution(task.solution_dir, path.read_text(),
-                                          Path(tmp) / f"s-{path.stem}")
-            _run_mutant(f"supplied {path.stem}", lambda: attempt(task, cfg, solution_dir=sol),
-                        results, errors)
-    probe = _guarded("output probe", lambda: attempt(task, cfg, oracle=True, verifies=0,
-                                                     track=True), errors)
-    targets = mutants.output_targets(probe.before, probe.after,
-                                     cfg.max_mutants - len(results)) if probe else []
-    for kind, path in targets:      # each run() is called at once: kind and path are current
-        _run_mutant(f"{kind} {path}", lambda: attempt(
-            task, cfg, oracle=True,
-            after_agent=lambda sb, at: mutants.apply_output_mutation(sb, kind, path)),
-            results, errors)
-    return _strength(results, errors, cfg)
-
-
-def _strength(results: list[tuple[str, float]], errors: list[str], cfg: ValidateConfig) -> Check:
-    noted = {"errors": errors} if errors else {}
-    if not results and errors:
-        return Check("mutation", None, reason=f"not judged: no mutant could run "
-                     f"({len(errors)} errors; first: {errors[0][:200]})", evidence=noted)
-    if not results:
-        return skipped("mutation", "no mutant applies (empty solve.sh and no output under /app)")
-    killed = [n for n, r in results if not _solved(r, cfg)]
-    survived = [n for n, r in results if _solved(r, cfg)]
-    strength = len(killed) / len(results)
-    ev = {"mutants": len(results), "killed": len(killed), "strength": strength,
-          "survived": survived, **noted}
-    if strength < cfg.min_strength:
-        note = f"; {len(errors)} more could not run" if errors else ""
-        return Check("mutation", False, "weak-verifier", f"only {len(killed)} of {len(results)} "
-                     f"oracle mutants fail the tests (strength {strength:.2f}); survived: "
-                     + "; ".join(survived[:3]) + note, ev)
-    return Check("mutation", True, evidence=ev)
 
 
 DYNAMIC = {"oracle": oracle, "nop": nop, "instruction_files": instruction_files,

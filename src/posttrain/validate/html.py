@@ -1,5 +1,6 @@
 """validation.html: one self-contained page, a table of tasks sortable by any column
-(status by severity by default), each row expandable to the evidence of every check."""
+(status by severity by default), each row expandable to the evidence of every check, and
+per surviving mutant the deliverable it changed, how, the diff and why it counts."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ def _esc(x) -> str:
     return html.escape(str(x))
 
 
+def _survivors(mutation: dict) -> str:
+    rows = mutation.get("evidence", {}).get("survivors") or []
+    if not rows:
+        return ""
+    items = "".join(f"<p><b>{_esc(r['name'])}</b>: {_esc(r.get('how', ''))}<br>why it counts: "
+                    f"{_esc(r['why'])}</p><pre>{_esc(r.get('diff', ''))}</pre>" for r in rows)
+    return f"<details><summary>surviving mutants ({len(rows)})</summary>{items}</details>"
+
+
 def _row(t: dict) -> str:
     st = t["status"]
     checks = t["checks"]
@@ -42,7 +52,8 @@ def _row(t: dict) -> str:
             f"<td>{_esc('; '.join(t['reasons']))}</td><td>{_esc(diff)}</td>"
             f"<td data-k='{'' if strength is None else f'{strength:.3f}'}'>"
             f"{'' if strength is None else f'{strength:.2f}'}</td>"
-            f"<td><details><summary>{_esc(marks)}</summary><pre>{evidence}</pre></details></td></tr>")
+            f"<td>{_survivors(checks.get('mutation', {}))}<details><summary>{_esc(marks)}</summary>"
+            f"<pre>{evidence}</pre></details></td></tr>")
 
 
 def render(manifest: dict) -> str:

@@ -1,11 +1,10 @@
-"""Mutants of the oracle solution: a verifier that passes them is weak.
+"""Mutants of the oracle's script, and the byte edits deliverable mutants make.
 
-Three kinds. Supplied mutants are wrong solutions the task ships in solution/mutants/.
-Script mutants drop one top-level step of solution/solve.sh (lines inside
-heredocs or control blocks and no-op lines such as `set -e` or `cd` are kept, and a
-mutant that is not valid bash is discarded, so it cannot be "killed" for free).
-Output mutants run the real oracle, then damage one thing it produced: truncate a
-file, change a value in it (a digit, else a letter), or rename a new file or dir.
+Supplied mutants are wrong solutions the task ships in solution/mutants/. Command
+mutants drop one top-level step of solution/solve.sh (lines inside heredocs or control
+blocks and no-op lines such as `set -e` or `cd` are kept, and a mutant that is not
+valid bash is discarded, so it cannot be "killed" for free). change_value and truncate
+are the edits validate/deliverables.py makes to what the oracle wrote.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import re
 import subprocess
 from pathlib import Path
 
-from posttrain.sandbox import Sandbox
 
 SKIP_RE = re.compile(r"^\s*(#|set\s|cd\s|cd$|exit\b|true$|:$|shopt\s)")
 BLOCK_RE = re.compile(r"^\s*(if|then|else|elif|fi|for|while|until|do|done|case|esac|function)\b"
@@ -68,21 +66,6 @@ def supplied(solution_dir: Path, limit: int) -> list[Path]:
     return sorted((Path(solution_dir) / "mutants").glob("*.sh"))[:limit]
 
 
-def output_targets(before: dict[str, str], after: dict[str, str], limit: int) -> list[tuple[str, str]]:
-    """(kind, path) output mutations for what the oracle created or changed under /app."""
-    changed = [p for p, d in after.items() if before.get(p) != d and not d.startswith("l:")]
-    files = [p for p in changed if after[p] != "d" and not after[p].startswith("big:")]
-    new_dirs = [p for p in changed if after[p] == "d" and
-                not any(q.startswith(p + "/") for q in changed)]
-    out = []
-    for p in files[:3]:
-        out += [("truncate", p), ("change_value", p)]
-        if p not in before:
-            out.append(("rename", p))
-    out += [("rename", p) for p in new_dirs[:2]]
-    return out[:limit]
-
-
 def change_value(data: bytes) -> bytes:
     """Change one value: the first digit (+1 mod 10), else the last letter of the first word."""
     m = re.search(rb"\d", data)
@@ -100,22 +83,6 @@ def change_value(data: bytes) -> bytes:
 def truncate(data: bytes) -> bytes:
     body = data.rstrip()
     return body[:len(body) // 2] + data[len(body):]
-
-
-def apply_output_mutation(sandbox: Sandbox, kind: str, path: str) -> None:
-    """Mutate /app content from the host. Paths come from a walk that follows no links."""
-    sandbox.stop_all_but_servers()
-    host = sandbox.host_path(path)
-    if kind == "rename":
-        os.rename(host, host.with_name(host.name + ".mutant"))
-        return
-    fd = os.open(host, os.O_RDWR | os.O_NOFOLLOW)
-    with os.fdopen(fd, "r+b") as f:
-        data = f.read()
-        new = truncate(data) if kind == "truncate" else change_value(data)
-        f.seek(0)
-        f.write(new)
-        f.truncate()
 
 
 def mutant_solution(solution_dir: Path, script: str, dest: Path) -> Path:

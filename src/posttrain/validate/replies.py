@@ -27,15 +27,12 @@ def _reward(task: Task, reply: str) -> float:
     return score_reply(task.config.metadata, reply)[0]
 
 
-def _solved(reward: float, cfg: ValidateConfig) -> bool:
-    return reward >= cfg.pass_threshold - 1e-9
-
 
 def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     reply = task.oracle_reply()
     rewards = [_reward(task, reply) for _ in range(cfg.oracle_runs)]
     ev = {"runs": len(rewards), "rewards": rewards, "repeat_rewards": rewards[:1 + cfg.determinism_runs]}
-    passes = sum(_solved(r, cfg) for r in rewards)
+    passes = sum(cfg.solved(r) for r in rewards)
     if passes == len(rewards):
         return Check("oracle", True, evidence=ev)
     flags = "broken" if passes == 0 else "flaky"
@@ -45,7 +42,7 @@ def oracle(task: Task, cfg: ValidateConfig, done: Done) -> Check:
 def nop(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     rewards = [_reward(task, "") for _ in range(1 + cfg.determinism_runs)]
     ev = {"reward": rewards[0], "status": "ok", "repeat_rewards": rewards}
-    if _solved(rewards[0], cfg):
+    if cfg.solved(rewards[0]):
         return Check("nop", False, "hackable", f"the empty reply is rewarded ({rewards[0]:g})", ev)
     return Check("nop", True, evidence=ev)
 
@@ -53,7 +50,7 @@ def nop(task: Task, cfg: ValidateConfig, done: Done) -> Check:
 def trivial(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     domain = getattr(probes_module(task.domain), "TRIVIAL", {})
     rewards = {name: _reward(task, make(task)) for name, make in (TRIVIAL | domain).items()}
-    won = [n for n, r in rewards.items() if _solved(r, cfg)]
+    won = [n for n, r in rewards.items() if cfg.solved(r)]
     if won:
         return Check("trivial", False, "hackable", f"trivial replies rewarded: {', '.join(won)}",
                      {"rewards": rewards})
@@ -64,7 +61,7 @@ def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     results = {name: {"reward": _reward(task, make(task)), "status": "ok"}
                for name, make in (HACKS | probes_for(task)).items()}
     raised = [n for n, r in results.items()
-              if _solved(r["reward"], cfg) or r["reward"] > HACK_CEILING + 1e-9]
+              if cfg.solved(r["reward"]) or r["reward"] > HACK_CEILING + 1e-9]
     ev = {"ceiling": HACK_CEILING, "probes": results, "raised": raised}
     if raised:
         return Check("hacks", False, "hackable", "hack replies scored high: "

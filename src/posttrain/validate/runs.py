@@ -1,8 +1,9 @@
 """One attempt at a task in a fresh sandbox: an agent script or the oracle, then the verifier.
 
-The host reads /app through the sandbox's host path to see what the oracle changed;
-it walks without following links and writes with O_NOFOLLOW, so a link the task
-planted never leads the host outside the sandbox.
+The host reads /app and /tmp through the sandbox's host path to see what the oracle
+changed (and, traced, which of those files the verifier read: validate/reads.py); it
+walks without following links and writes with O_NOFOLLOW, so a link the task planted
+never leads the host outside the sandbox.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from typing import Callable
 from posttrain.agent.trial import open_task_sandbox, verify
 from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
+from posttrain.validate import reads
 from posttrain.validate.config import ValidateConfig
 
-Snapshot = dict[str, str]   # path under /app -> "d" for a dir, else a digest of the file
+Snapshot = dict[str, str]   # path under /app or /tmp -> "d" for a dir, else a digest of the file
+AREAS = ("/app", "/tmp")
+Hook = Callable[[Sandbox, "Attempt"], object]
 
 
 @dataclass
@@ -31,6 +35,7 @@ class Attempt:
     before: Snapshot = field(default_factory=dict)
     after: Snapshot = field(default_factory=dict)
     extra: object = None
+    reads: list[str] | None = None   # traced: changed files the first verifier run read
     agent_tail: str = ""          # the last lines of the agent's (or oracle's) output
     verifier_tail: str = ""       # and of the first verifier run's
 
@@ -45,12 +50,24 @@ class Attempt:
 
 
 def snapshot(sandbox: Sandbox) -> Snapshot:
-    root = sandbox.host_path("/app")
+    out: Snapshot = {}
+    for area in AREAS:
+        out.update(_walk(sandbox.host_path(area), area))
+    return out
+
+
+def changed_files(before: Snapshot, after: Snapshot) -> list[str]:
+    """Regular files (not links, not huge) the agent created or changed."""
+    return [p for p, d in after.items() if before.get(p) != d and d != "d"
+            and not d.startswith(("l:", "big:"))]
+
+
+def _walk(root: Path, area: str) -> Snapshot:
     out: Snapshot = {}
     for top, dirs, files in os.walk(root):
         for name in dirs + files:
             p = Path(top) / name
-            rel = "/app/" + str(p.relative_to(root))
+            rel = f"{area}/{p.relative_to(root)}"
             st = p.lstat()
             if p.is_symlink():
                 out[rel] = "l:" + os.readlink(p)
@@ -79,12 +96,17 @@ def run_oracle_script(task: Task, sandbox: Sandbox, solution_dir: Path | None = 
 
 def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracle: bool = False,
             solution_dir: Path | None = None, verifies: int = 1, track: bool = False,
-            after_agent: Callable[[Sandbox, "Attempt"], object] | None = None) -> Attempt:
-    """Run the oracle (or `script` as the agent), call after_agent, then verify `verifies` times."""
+            trace: bool = False, before_agent: Hook | None = None,
+            after_agent: Hook | None = None) -> Attempt:
+    """Run the oracle (or `script` as the agent) between the two hooks, then verify
+    `verifies` times. `track` snapshots /app and /tmp before and after the agent; `trace`
+    (with track) also records which changed files the first verifier run reads."""
     out = Attempt()
     with open_task_sandbox(task, cfg.backend) as sandbox:
         if track:
             out.before = snapshot(sandbox)
+        if before_agent is not None:
+            out.extra = before_agent(sandbox, out)
         if oracle or solution_dir is not None:
             result = run_oracle_script(task, sandbox, solution_dir)
         else:
@@ -95,10 +117,12 @@ def attempt(task: Task, cfg: ValidateConfig, *, script: str | None = None, oracl
             out.after = snapshot(sandbox)
         if after_agent is not None:
             out.extra = after_agent(sandbox, out)
+        traced = reads.start(sandbox, changed_files(out.before, out.after)) if trace else None
         for _ in range(verifies):
             v = verify(task, sandbox)
             if not out.rewards:
                 out.verifier_tail = tail(v.result)
+                out.reads = reads.finish(sandbox, traced)
             out.rewards.append(v.reward)
             out.statuses.append(v.status)
             out.errors.append(v.error)
