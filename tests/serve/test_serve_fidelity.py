@@ -136,7 +136,7 @@ def test_engine_failure_is_500_and_the_server_recovers(agent_model, tok):
     served = Served(create_app(engine, "tiny-agent"))
     forward = engine.runner.forward
 
-    def broken(batch, kv):
+    def broken(*args):
         raise RuntimeError("simulated device fault")
 
     try:

@@ -33,6 +33,16 @@ def base() -> dict[str, str | bytes]:
     }
 
 
+def write_base_task(root: Path, name: str, files: dict) -> Path:
+    """The good task with `files` changed, written under root/name (every file executable)."""
+    for rel, text in (base() | files).items():
+        p = root / name / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        p.chmod(0o755)
+    return root / name
+
+
 def _test(check: str) -> dict:
     return {"tests/test.sh": REWARD_EVERY_PATH.format(check=check)}
 

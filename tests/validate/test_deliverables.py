@@ -18,7 +18,7 @@ from posttrain.validate.html import render
 from posttrain.validate.manifest import manifest_dict
 from posttrain.validate.runner import validate_dirs
 
-from defective import GOOD_CHECK, REWARD_EVERY_PATH, base
+from defective import GOOD_CHECK, REWARD_EVERY_PATH, write_base_task
 
 CFG = ValidateConfig(oracle_runs=1, determinism_runs=1)
 DOCKER_BASE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
@@ -33,17 +33,8 @@ HELPER = {
 READS_NOTE = "grep -q keep /app/note.txt && "
 
 
-def _write(root, name: str, files: dict):
-    for rel, text in (base() | files).items():
-        p = root / name / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        p.chmod(0o755)
-    return root / name
-
-
 def _mutation(tmp_path, name: str, files: dict, cfg=CFG):
-    [report] = validate_dirs([_write(tmp_path / "tasks", name, files)], cfg, tmp_path / "st")
+    [report] = validate_dirs([write_base_task(tmp_path / "tasks", name, files)], cfg, tmp_path / "st")
     return report, report.checks["mutation"]
 
 
@@ -149,7 +140,7 @@ def test_the_budget_flag_is_validated(tmp_path, value):
 
 
 def _trace_sees_reads_not_stats(tmp_path, backend: str):
-    task = read_task(_write(tmp_path, "trace", {}))
+    task = read_task(write_base_task(tmp_path, "trace", {}))
     with open_task_sandbox(task, backend) as sb:
         for name in ("read.txt", "stat.txt", "idle.txt"):
             (sb.host_path("/app") / name).write_text("x\n")

@@ -5,7 +5,7 @@ probe run saw is not there), and the task keeps the status its other checks give
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import validate_dirs
 
-from defective import base
+from defective import write_base_task
 
 CFG = ValidateConfig(oracle_runs=2, determinism_runs=1)
 # No droppable line (all inside a block), and an output whose name changes on every run.
@@ -29,17 +29,8 @@ MIXED = RANDOM_NAME | {
 }
 
 
-def _write(root, name: str, files: dict):
-    for rel, text in (base() | files).items():
-        p = root / name / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        p.chmod(0o755)
-    return root / name
-
-
 def test_mutation_errors_never_make_a_task_broken(tmp_path):
-    path = _write(tmp_path / "tasks", "random-name", RANDOM_NAME)
+    path = write_base_task(tmp_path / "tasks", "random-name", RANDOM_NAME)
     [report] = validate_dirs([path], CFG, tmp_path / "state")
     mutation = report.checks["mutation"]
     assert report.status == "ok", report.reasons
@@ -49,7 +40,7 @@ def test_mutation_errors_never_make_a_task_broken(tmp_path):
 
 
 def test_mutants_that_ran_still_judge_the_verifier(tmp_path):
-    path = _write(tmp_path / "tasks", "mixed", MIXED)
+    path = write_base_task(tmp_path / "tasks", "mixed", MIXED)
     [report] = validate_dirs([path], CFG, tmp_path / "state")
     mutation = report.checks["mutation"]
     assert report.status == "ok", report.reasons
