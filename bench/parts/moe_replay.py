@@ -36,8 +36,7 @@ def _episodes(model, engine: str, prompts: int, tokens: int) -> list[Episode]:
         ep = Episode(f"p{i}", i)
         ep.append(x, sampled=False)
         ep.prompt_len = len(x)
-        ep.append(c.token_ids, sampled=True, logprobs=c.logprobs)
-        ep.routing = c.routing
+        ep.append_completion(c)
         eps.append(ep)
     return eps
 

@@ -137,6 +137,12 @@ class Episode:
         self.logprobs.extend(logprobs if sampled else [0.0] * len(ids))
         self.versions.extend([version] * len(ids))
 
+    def append_completion(self, comp: Completion) -> None:
+        """Append an engine's reply (ids, logprobs, version); its routing (MoE) covers the whole
+        stream the engine was given, so it replaces the episode's."""
+        self.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
+        self.routing = comp.routing
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["tokens_in"], d["tokens_out"] = self.tokens_in, self.tokens_out

@@ -35,8 +35,7 @@ def _episodes(model, dtype="bfloat16") -> list[Episode]:
         ep = Episode("t", i // 3, reward=float(i % 3))
         ep.append(p, sampled=False)
         ep.prompt_len = len(p)
-        ep.append(c.token_ids, sampled=True, logprobs=c.logprobs)
-        ep.routing = c.routing
+        ep.append_completion(c)
         eps.append(ep)
     return eps
 

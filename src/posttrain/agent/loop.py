@@ -89,8 +89,7 @@ def _save(live: _Live, store: EpisodeStore, next_turn: int) -> None:
 def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
     ep = live.episode
     live.reply_start = len(ep.tokens)
-    ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs, version=comp.policy_version)
-    ep.routing = comp.routing  # MoE: the engine's experts of the whole stream it was given
+    ep.append_completion(comp)
     text, terminated = framer.decode_reply(comp.token_ids)
     if not terminated:  # close the turn so the next observation is well framed
         ep.append([framer.end_id], sampled=False)

@@ -129,9 +129,7 @@ class SingleTurnEnv:
             params = SamplingParams(temperature=self.temperature, max_tokens=min(room),
                                     seed=seed * 1000 + i, stop_token_ids=list(self.stop_token_ids))
             for ep, comp in zip(live, engine.generate([e.tokens for e in live], params)):
-                ep.append(comp.token_ids, sampled=True, logprobs=comp.logprobs,
-                          version=comp.policy_version)
-                ep.routing = comp.routing  # MoE: the engine's experts of the stream it was given
+                ep.append_completion(comp)
             live = [e for e in live if e.tokens_out < self.max_tokens
                     and e.tokens[-1] not in self.stop_token_ids]
             i += 1
