@@ -60,7 +60,7 @@ def test_sigkill_mid_episode_then_resume_equals_an_uninterrupted_run(tmp_path):
         child.clear()
         reap()                                                  # the killed child's sandbox
         store = EpisodeStore(tmp_path / "b")
-        state, snapshot = store.load((generated.id, 0))
+        state, snapshot = store.load((generated.id, 0, 0))
         assert state["turn"] == 2 and (snapshot / "app" / "note").read_text() == "hi\n"
 
         resumed = episode(server.url, task_dir, str(tmp_path / "b"))

@@ -52,3 +52,26 @@ def test_bf16_greedy_is_recorded_not_asserted(tiny, capsys):
     differ = sum(cold != warm for cold, warm, _ in results)
     with capsys.disabled():
         print(f"\nbf16: cold and prefix-cached greedy replies differ on {differ} of {len(results)} prompts")
+
+
+def test_seed_rows_travel_over_http_and_sample_as_the_embedded_engine_does(tiny):
+    from posttrain.engine.base import SamplingParams
+    from posttrain.engine.clients.openai import RemoteEngine
+
+    model, tok = tiny
+    local = LocalEngine(model, tok)
+    prompts = [tok.encode(p)[:20] for p in PROMPTS[:2]]
+    params = SamplingParams(max_tokens=10, seed=3, seed_rows=[11, 5])
+    served = Served(create_app(LocalEngine(model, tok), "tiny"))
+    remote = RemoteEngine(served.base, "tiny")
+    try:
+        over_http = remote.generate(prompts, params)
+        assert [c.token_ids for c in over_http] == [c.token_ids for c in local.generate(prompts, params)]
+        alone = remote.generate(prompts[1:], SamplingParams(max_tokens=10, seed=3, seed_rows=[5]))
+        assert alone[0].token_ids == over_http[1].token_ids
+        bad = httpx.post(f"{served.url}/completions", timeout=60, json={
+            "model": "tiny", "prompt": prompts, "max_tokens": 2, "seed": 3, "seed_rows": [1]})
+        assert bad.status_code == 400 and "seed_rows" in bad.text
+    finally:
+        remote.close()
+        served.close()

@@ -6,7 +6,7 @@ snapshot copied back in.
 What a snapshot covers: the files under /app, /tmp and /logs. What it does not: processes
 (a server the agent started is gone after a resume) and anything outside those areas. A
 snapshot larger than `max_mb` is not kept: that episode starts again from its first turn.
-Layout: ROOT/<task>__<group>/{state.json, snapshot/{app,tmp,logs}}; the swap goes through
+Layout: ROOT/<task>__<group>__<slot>/{state.json, snapshot/{app,tmp,logs}}; the swap goes through
 `.tmp` and `.old` siblings, so a kill at any point leaves one whole checkpoint or none.
 """
 
@@ -29,10 +29,10 @@ class EpisodeStore:
     root: Path
     max_mb: float = 256.0
 
-    def path(self, task_id: str, group_id: int) -> Path:
-        return Path(self.root) / f"{task_id}__{group_id}"
+    def path(self, task_id: str, group_id: int, slot: int) -> Path:
+        return Path(self.root) / f"{task_id}__{group_id}__{slot}"
 
-    def save(self, key: tuple[str, int], state: dict, sandbox) -> bool:
+    def save(self, key: tuple[str, int, int], state: dict, sandbox) -> bool:
         """Write the checkpoint; False (and none kept) if its snapshot is over max_mb."""
         final = self.path(*key)
         tmp, old = final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")
@@ -50,7 +50,7 @@ class EpisodeStore:
         shutil.rmtree(old, ignore_errors=True)
         return True
 
-    def load(self, key: tuple[str, int]) -> tuple[dict, Path] | None:
+    def load(self, key: tuple[str, int, int]) -> tuple[dict, Path] | None:
         """(state, snapshot dir) of the last whole checkpoint, or None."""
         final = self.path(*key)
         for d in (final, final.with_name(final.name + ".old")):  # .old: killed mid-swap
@@ -67,7 +67,7 @@ class EpisodeStore:
             shutil.copytree(snapshot / area, target, symlinks=True, dirs_exist_ok=True)
             sandbox.give(target)
 
-    def drop(self, key: tuple[str, int]) -> None:
+    def drop(self, key: tuple[str, int, int]) -> None:
         final = self.path(*key)
         for d in (final, final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")):
             shutil.rmtree(d, ignore_errors=True)

@@ -12,7 +12,9 @@ episode is checkpointed after every turn and resumed from there (agent/checkpoin
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -40,10 +42,17 @@ class _Live:
     turn_ids: list[list[int]] = field(default_factory=list)  # each finished turn's ids (History)
     reply_start: int = 0
     first_turn: int = 0         # > 0: resumed from a checkpoint, at this turn
+    slot: int = 0               # among the call's episodes of the same task and group (a GRPO group)
 
     @property
-    def key(self) -> tuple[str, int]:
-        return self.task.id, self.episode.group_id
+    def key(self) -> tuple[str, int, int]:
+        return self.task.id, self.episode.group_id, self.slot
+
+    @property
+    def stream(self) -> int:
+        """This episode's own sampling stream: the same in whatever batch it runs or resumes."""
+        digest = hashlib.sha256(repr(self.key).encode()).digest()
+        return int.from_bytes(digest[:4], "big") >> 1
 
 
 def _retried(fn, kind: FaultClass, lives: list[_Live], cfg: AgentConfig):
@@ -141,9 +150,13 @@ def _rewrite(live: _Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) 
         live.episode.restart(prompt)
 
 
-def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: AgentConfig):
-    """One batched call, timed as a model Step of each episode; None if the engine failed."""
+def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: AgentConfig,
+              own_streams: bool):
+    """One batched call, timed as a model Step of each episode; None if the engine failed.
+    own_streams: each episode samples on its own stream, not its row's (needed to resume)."""
     t0 = time.time()
+    if own_streams:
+        params = replace(params, seed_rows=[lv.stream for lv in lives])
     try:
         comps = _retried(lambda: engine.generate([lv.episode.tokens for lv in lives], params),
                          "engine", lives, cfg)
@@ -162,13 +175,13 @@ def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: A
 
 
 def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: SamplingParams,
-          cfg: AgentConfig, pool: ThreadPoolExecutor) -> None:
+          cfg: AgentConfig, pool: ThreadPoolExecutor, own_streams: bool) -> None:
     for live in lives:
         _rewrite(live, engine, framer, cfg)
         if not live.done and len(live.episode.tokens) + cfg.max_reply_tokens > cfg.max_context:
             live.episode.status, live.done = "context_overflow", True
     lives = [lv for lv in lives if not lv.done]
-    if not lives or (comps := _generate(lives, engine, params, cfg)) is None:
+    if not lives or (comps := _generate(lives, engine, params, cfg, own_streams)) is None:
         return
     replies = [_take_reply(lv, c, framer) for lv, c in zip(lives, comps)]
     observations = list(pool.map(lambda a: _act(a[0], *a[1], cfg), zip(lives, replies)))
@@ -208,10 +221,14 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                  tracer=None, store: EpisodeStore | None = None) -> list[Episode]:
     """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
     ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
-    `store`: checkpoint each episode after every turn, and resume those it holds."""
+    `store`: checkpoint each episode after every turn, and resume those it holds; each episode
+    then samples on its own stream, so a resumed one draws what it would have drawn."""
     contexts = contexts or [cfg.context] * len(jobs)
-    lives = [_Live(task, Episode(task.id, gid), context_policy(c))
-             for (task, gid), c in zip(jobs, contexts)]
+    seen: Counter = Counter()
+    lives = []
+    for (task, gid), c in zip(jobs, contexts):
+        lives.append(_Live(task, Episode(task.id, gid), context_policy(c), slot=seen[task.id, gid]))
+        seen[task.id, gid] += 1
     base_seed = params.seed
     with ThreadPoolExecutor(cfg.workers) as pool:
         list(pool.map(lambda lv: _start(lv, framer, cfg, store), lives))
@@ -221,7 +238,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                 turn_params = replace(params, max_tokens=cfg.max_reply_tokens, seed=seed,
                                       stop_token_ids=[framer.end_id])
                 now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
-                _turn(now, engine, framer, turn_params, cfg, pool)
+                _turn(now, engine, framer, turn_params, cfg, pool, store is not None)
                 if store is not None:
                     list(pool.map(lambda lv: _save(lv, store, turn + 1), [lv for lv in now if not lv.done]))
         finally:

@@ -18,6 +18,10 @@ class SamplingParams:
     top_k: int = 0  # 0 = off; otherwise keep the k most likely tokens
     stop: list[str] = field(default_factory=list)  # stop strings (need a tokenizer)
     top_logprobs: int = 0  # also record the k most likely tokens at each sampled position
+    # Row r of a seeded call samples from stream seed * 1_000_003 + seed_rows[r] (None: + r).
+    # A caller that names each prompt's stream gets samples that do not depend on which
+    # prompts share the call (an episode resumed in another batch draws what it drew before).
+    seed_rows: list[int] | None = None
 
     def __post_init__(self):
         if self.temperature < 0:
@@ -30,6 +34,12 @@ class SamplingParams:
             raise ValueError("top_k must be >= 0 (0 = off)")
         if self.top_logprobs < 0:
             raise ValueError("top_logprobs must be >= 0")
+        if self.seed_rows is not None and any(r < 0 for r in self.seed_rows):
+            raise ValueError("seed_rows must be >= 0")
+
+    def stream(self, row: int) -> int:
+        """The stream number row `row` of this call samples from (with the seed)."""
+        return row if self.seed_rows is None else self.seed_rows[row]
 
 
 class Engine(abc.ABC):

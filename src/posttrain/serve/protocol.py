@@ -34,6 +34,7 @@ class SamplingFields(StrictModel):
     stop: str | list[str] | None = None
     stop_token_ids: list[int] = Field(default_factory=list)
     seed: int | None = None
+    seed_rows: list[int] | None = None  # extension: choice i samples on stream seed_rows[i] of the seed
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = True
@@ -78,7 +79,7 @@ class SamplingFields(StrictModel):
             stop_ids.append(eos_id)
         return SamplingParams(
             temperature=self.temperature, top_p=self.top_p, max_tokens=max_tokens,
-            stop_token_ids=stop_ids, seed=self.seed, top_k=self.top_k, stop=self.stops,
+            stop_token_ids=stop_ids, seed=self.seed, seed_rows=self.seed_rows, top_k=self.top_k, stop=self.stops,
             top_logprobs=top_logprobs,
         )
 

@@ -44,6 +44,16 @@ def test_seed_reproduces_and_differs(engine):
     assert a[1].token_ids != a[3].token_ids  # same prompt, different rows of a group
 
 
+def test_seed_rows_keep_a_rows_sample_whatever_shares_its_call(engine):
+    both = engine.generate(PROMPTS[:2], SamplingParams(max_tokens=12, seed=7, seed_rows=[40, 3]))
+    alone = engine.generate([PROMPTS[1]], SamplingParams(max_tokens=12, seed=7, seed_rows=[3]))
+    by_position = engine.generate([PROMPTS[1]], SamplingParams(max_tokens=12, seed=7))
+    assert alone[0].token_ids == both[1].token_ids
+    assert by_position[0].token_ids != both[1].token_ids  # row 0's stream is another one
+    with pytest.raises(ValueError, match="seed_rows"):
+        engine.generate(PROMPTS[:2], SamplingParams(max_tokens=4, seed=7, seed_rows=[1]))
+
+
 def test_greedy_is_argmax(engine, model):
     out = engine.generate([PROMPTS[0]], SamplingParams(temperature=0, max_tokens=5))[0]
     seq = list(PROMPTS[0])

@@ -49,6 +49,8 @@ class RemoteEngine(Engine):
         """One request carrying every prompt; identical prompts share a prefill server-side."""
         t0 = time.perf_counter()
         body = completions_body(self.model, [list(p) for p in prompts], params, params.seed)
+        if params.seed_rows is not None:   # our server's extension (vLLM's client seeds per row)
+            body["seed_rows"] = list(params.seed_rows)
         data = self.http.call("POST", "/v1/completions", body)
         self.policy_version = data.get("policy_version", self.policy_version)
         wall = time.perf_counter() - t0

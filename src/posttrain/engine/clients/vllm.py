@@ -50,7 +50,7 @@ class VLLMEngine(Engine):
 
     def _one(self, prompt: list[int], params: SamplingParams, row: int, version: int) -> Completion:
         t0 = time.perf_counter()
-        seed = None if params.seed is None else (params.seed * SEED_STRIDE + row) % 2**31
+        seed = None if params.seed is None else (params.seed * SEED_STRIDE + params.stream(row)) % 2**31
         body = completions_body(self.model, list(prompt), params, seed, top_k_off=-1)
         data = self.http.call("POST", "/v1/completions", body)
         try:

@@ -183,6 +183,8 @@ class PagedEngine(Engine):
     def check_request(self, prompts: list[list[int]], params: SamplingParams) -> None:
         """Raise ValueError if these prompts can never run on this engine."""
         validate_prompts(prompts, self.model.config.vocab_size, self.max_model_len, params.max_tokens)
+        if params.seed_rows is not None and len(params.seed_rows) != len(prompts):
+            raise ValueError(f"seed_rows names {len(params.seed_rows)} streams for {len(prompts)} prompts")
         longest = min(max(map(len, prompts)) + params.max_tokens, self.max_model_len)
         need = self.blocks.blocks_for(longest + self.config.spec_tokens)
         if need > self.num_blocks:
@@ -211,7 +213,7 @@ class PagedEngine(Engine):
     def add(self, prompts: list[list[int]], params: SamplingParams, generators=None) -> list[Sequence]:
         """Queue prompts; identical prompts in one call share one prefill (forked after it)."""
         self.check_request(prompts, params)
-        gens = generators or make_generators(params.seed, len(prompts))
+        gens = generators or make_generators(params.seed, len(prompts), params.seed_rows)
         parents: dict[tuple, Sequence] = {}
         seqs = []
         for prompt, gen in zip(prompts, gens):

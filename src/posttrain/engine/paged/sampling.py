@@ -107,12 +107,13 @@ def _mask_top_p(scaled: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     return scaled.masked_fill(drop, float("-inf"))
 
 
-def make_generators(seed: int | None, n: int) -> list[torch.Generator]:
-    """One generator per row; row i of a seeded call is reproducible whatever the batch."""
+def make_generators(seed: int | None, n: int, streams: list[int] | None = None) -> list[torch.Generator]:
+    """One generator per row, on its stream of the seed (row i's: streams[i], or i): a row's
+    samples depend on the seed and its stream only, never on the other rows of the batch."""
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)).item())
     gens = []
-    for i in range(n):
+    for i in (range(n) if streams is None else streams):
         g = torch.Generator()
         g.manual_seed((seed * 1_000_003 + i) % (2**63))
         gens.append(g)
