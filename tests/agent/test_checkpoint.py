@@ -72,3 +72,21 @@ def test_sigkill_mid_episode_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert (resumed.status, resumed.reward) == (whole.status, whole.reward)
     assert json.dumps(resumed.to_dict()["reward_details"]) == json.dumps(whole.to_dict()["reward_details"])
     assert not any((tmp_path / "b").iterdir())
+
+
+def test_a_save_after_a_kill_mid_swap_keeps_one_whole_checkpoint(tmp_path):
+    from posttrain.agent.trial import open_task_sandbox
+
+    generated, = terminal_basics.generate(tmp_path / "tasks", 1, seed=0, families=["create-file"])
+    sandbox = open_task_sandbox(read_task(tmp_path / "tasks" / generated.id), "bwrap")
+    try:
+        store, key = EpisodeStore(tmp_path / "store"), (generated.id, 0, 0)
+        assert store.save(key, {"turn": 1}, sandbox)
+        final = store.path(*key)
+        old = final.with_name(final.name + ".old")
+        old.mkdir()                                   # a kill between the swap's two renames
+        (old / "state.json").write_text('{"turn": 0}')
+        assert store.save(key, {"turn": 2}, sandbox)
+        assert store.load(key)[0] == {"turn": 2} and not old.exists()
+    finally:
+        sandbox.close()

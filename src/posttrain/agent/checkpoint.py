@@ -45,6 +45,7 @@ class EpisodeStore:
             return False
         (tmp / "state.json").write_text(json.dumps(state))
         if final.exists():
+            shutil.rmtree(old, ignore_errors=True)   # final is whole: an .old beside it is stale
             final.rename(old)
         tmp.rename(final)
         shutil.rmtree(old, ignore_errors=True)

@@ -67,7 +67,8 @@ def _fail(live: _Live, e: BaseException) -> None:
     live.episode.status, live.episode.error, live.done = "infra_error", str(e), True
 
 
-def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None) -> None:
+def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None,
+           version: int) -> None:
     t0 = time.perf_counter()
     live.episode.append(framer.prompt(live.task.instruction), sampled=False)
     live.episode.prompt_len = len(live.episode.tokens)
@@ -78,20 +79,26 @@ def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStor
     live.started = time.perf_counter()
     live.episode.timings["sandbox_start_s"] = live.started - t0
     if store is not None and live.sandbox is not None and (saved := store.load(live.key)):
-        _resume(live, store, *saved)
+        _resume(live, store, *saved, version)
 
 
-def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot) -> None:
-    """Continue at the checkpoint's turn: its episode, its turns' ids, its files, its clock."""
+def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot, version: int) -> None:
+    """Continue at the checkpoint's turn: its episode, its turns' ids, its files, its clock.
+    One sampled under other weights than the engine's now starts again (it could not continue
+    as it would have), and says so in its timings."""
+    if state.get("version", version) != version:
+        store.drop(live.key)
+        live.episode.timings["resume_refused_version"] = float(state["version"])
+        return
     store.restore(snapshot, live.sandbox)
     live.episode = Episode.from_dict(state["episode"])
     live.turn_ids, live.first_turn = state["turn_ids"], state["turn"]
     live.started -= state["elapsed_s"]
 
 
-def _save(live: _Live, store: EpisodeStore, next_turn: int) -> None:
+def _save(live: _Live, store: EpisodeStore, next_turn: int, version: int) -> None:
     state = {"episode": live.episode.to_dict(), "turn_ids": live.turn_ids, "turn": next_turn,
-             "elapsed_s": time.perf_counter() - live.started}
+             "elapsed_s": time.perf_counter() - live.started, "version": version}
     store.save(live.key, state, live.sandbox)
 
 
@@ -231,7 +238,8 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
         seen[task.id, gid] += 1
     base_seed = params.seed
     with ThreadPoolExecutor(cfg.workers) as pool:
-        list(pool.map(lambda lv: _start(lv, framer, cfg, store), lives))
+        version = engine.policy_version     # a checkpoint saved under other weights is not resumed
+        list(pool.map(lambda lv: _start(lv, framer, cfg, store, version), lives))
         try:
             for turn in range(cfg.max_turns):
                 seed = None if base_seed is None else base_seed * 1000 + turn
@@ -240,7 +248,8 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                 now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
                 _turn(now, engine, framer, turn_params, cfg, pool, store is not None)
                 if store is not None:
-                    list(pool.map(lambda lv: _save(lv, store, turn + 1), [lv for lv in now if not lv.done]))
+                    alive = [lv for lv in now if not lv.done]
+                    list(pool.map(lambda lv: _save(lv, store, turn + 1, engine.policy_version), alive))
         finally:
             list(pool.map(lambda lv: _finish(lv, store), lives))
     if tracer is not None:

@@ -3,8 +3,9 @@ an endpoint's /v1/completions (token ids in and out) with the checkpoint's token
 
 Batches of up to --jobs trials run through posttrain.agent.loop.run_episodes (one batched
 generate per turn over every live episode, so the engine is shared); each finished
-Episode becomes a TrialRecord. With temperature > 0, which sample a trial draws depends
-on the batch it ran in, so --jobs changes individual samples (not their distribution).
+Episode becomes a TrialRecord. With a job directory the episodes are checkpointed, and each
+trial samples on its own stream: --jobs and a resume leave its samples as they are. Without one
+(temperature > 0), which sample a trial draws depends on the batch it ran in.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import contextlib
 import copy
 import json
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_engines import rollout_engine
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl_env import EPISODES, build_env
 from posttrain.recipes.rl_heldout import paired_gain, single_turn_eval
 from posttrain.rollout.envs import SandboxEnv
 from posttrain.rollout.events import EventLog
@@ -116,6 +117,8 @@ def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> di
     ckpt = latest_checkpoint(run_dir) if resume else None
     with removed_on_failure(run_dir, keep=lambda: resume or latest_checkpoint(run_dir) is not None):
         summary = _train(cfg, run_dir, ckpt, console)
+    if not summary.get("preempted"):   # the run is over: no episode is left to resume
+        shutil.rmtree(run_dir / EPISODES, ignore_errors=True)
     summary["wall_s"] = round(time.perf_counter() - t_start, 1)
     summary["cpu"] = cpu_info()
     if (final := latest_checkpoint(run_dir)) is not None and not summary.get("preempted"):

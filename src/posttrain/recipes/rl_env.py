@@ -24,6 +24,8 @@ from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
 from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts
 from posttrain.types import Episode
 
+EPISODES = "episodes"   # RUN/episodes: per-turn episode checkpoints (rollout.episode_checkpoints)
+
 Warn = Callable[[str], None]
 
 
@@ -187,6 +189,7 @@ def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: W
     framer = framer_for(tok)
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature
     contexts = {d.name: d.context for d in cfg.domains if d.context is not None}
-    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s, contexts)
+    stored = run_dir / EPISODES if cfg.rollout.episode_checkpoints else None
+    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s, contexts, stored)
     held = SandboxEnv(tasks.held, framer, agent, cfg.tasks.eval_samples, temp, contexts=contexts)
     return RunParts(env, held, model, tok, tasks.domain_ids)

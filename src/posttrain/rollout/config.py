@@ -33,6 +33,8 @@ class RolloutConfig(StrictModel):
     checkpoint_every: int = Field(0, ge=0)       # steps between checkpoints; 0 = only at the end
     temperature: float = Field(1.0, gt=0)
     record_batches: bool = False                 # write each trained batch to RUN/batches (replay)
+    # multi-turn: checkpoint each episode after every turn (RUN/episodes); --resume continues them
+    episode_checkpoints: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -2,7 +2,8 @@
 
 SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox
 (agent.loop.run_episodes), with a per-episode time cap, each domain's context policy and,
-with agent.otel set, a trace per episode. SingleTurnEnv: one reply per
+with agent.otel set, a trace per episode, and with `checkpoints` a checkpoint of each episode
+after every turn (agent/checkpoint.py). SingleTurnEnv: one reply per
 prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
 InEngineProcess: an env whose episodes run wholly in the engine's child process.
 A reward function that raises, or a prompt that does not fit the context, becomes a
@@ -14,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from posttrain.agent.chat import ChatFramer
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import Engine, SamplingParams
@@ -42,6 +45,7 @@ class SandboxEnv:
     temperature: float = 1.0
     episode_timeout_s: float | None = None
     contexts: dict[str, ContextConfig] = dataclasses.field(default_factory=dict)  # by domain
+    checkpoints: Path | None = None    # episode checkpoints' root; a rerun group resumes there
     _tracer: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
@@ -65,7 +69,8 @@ class SandboxEnv:
         contexts = [self.contexts.get(j.domain, self.agent.context)
                     for j in jobs for _ in range(self.group_size)]
         params = SamplingParams(temperature=self.temperature, seed=jobs[0].seed)
-        episodes = run_episodes(runs, engine, self.framer, params, self.agent, contexts, self.tracer())
+        store = EpisodeStore(self.checkpoints) if self.checkpoints is not None else None
+        episodes = run_episodes(runs, engine, self.framer, params, self.agent, contexts, self.tracer(), store)
         g = self.group_size
         return [episodes[i * g:(i + 1) * g] for i in range(len(jobs))]
 
