@@ -2,6 +2,7 @@
 in-flight episodes at their last turn (files restored), and ends exactly as an uninterrupted run."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -22,6 +23,14 @@ def _metrics(run_dir):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
     return [{k: v for k, v in r.items() if not (k.endswith("_s") or "idle" in k or "busy" in k
                                                 or k.startswith("trajectories_per"))} for r in rows]
+
+
+def _same(rows, expected) -> bool:
+    """Equal metrics; the engine's logprobs of a resumed episode may differ by float rounding
+    (it shares its batch with other rows than before), so floats agree to 1e-5."""
+    return len(rows) == len(expected) and all(
+        r.keys() == e.keys() and all(math.isclose(r[k], e[k], abs_tol=1e-5) if isinstance(e[k], float)
+                                     else r[k] == e[k] for k in e) for r, e in zip(rows, expected))
 
 
 def _mid_wave(run_dir) -> bool:
@@ -60,6 +69,6 @@ def test_sigkill_mid_wave_resumes_the_episodes_and_matches_an_uninterrupted_run(
     proc.wait()
     resumed_at = time.time()
     run_rl(load_rl_config(None, base + ['name="killed"']), resume=True)
-    assert _metrics(tmp_path / "killed") == _metrics(tmp_path / "whole")
+    assert _same(_metrics(tmp_path / "killed"), _metrics(tmp_path / "whole"))
     assert _first_model_call(tmp_path / "killed" / "batches") < resumed_at   # turns kept, not redone
     assert not (tmp_path / "killed" / "episodes").exists()

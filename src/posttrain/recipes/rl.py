@@ -157,6 +157,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             contextlib.ExitStack() as stack, Preempted() as preempted:
         executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok, domain_ids = build_env(cfg, run_dir, ckpt, _warn(console))
+        judge = env.reward_fn if getattr(env, "judged", False) else None   # rollout/judge.py
         engine, env = stack.enter_context(rollout_engine(cfg, model, tok, env))
         trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
         stack.callback(trainer.close)
@@ -180,7 +181,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         log = MetricsLog(run_dir)
 
         def on_step(step: int, stats: dict) -> None:
-            stats |= executor.metrics()
+            stats |= executor.metrics() | (judge.metrics() if judge is not None else {})
             log.log("rl", step, stats)
             extra["metrics_lines"] += 1
             extra["skipped_steps"] += int(stats.get("skipped", 0))
@@ -206,7 +207,8 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),
-            "trainer": getattr(trainer, "setup", {}), "engine": _engine_dtype(cfg)}
+            "trainer": getattr(trainer, "setup", {}), "engine": _engine_dtype(cfg),
+            **({"judge": judge.metrics()} if judge is not None else {})}
 
 
 def _engine_dtype(cfg: RLRunConfig) -> dict:

@@ -15,6 +15,7 @@ from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.models.tiny import MOE_FIELDS, PRESETS
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.judge import JudgeConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.precision import ComputeDtype
 from posttrain.train.trainer import OptimConfig, RLConfig
@@ -73,10 +74,23 @@ class RLRunConfig(StrictModel):
     schedule: ScheduleConfig = ScheduleConfig()
     engines: EnginesConfig = EnginesConfig()  # engines.kind: recipes/rl_engines.py
     cluster: ClusterConfig = ClusterConfig()
+    judge: JudgeConfig | None = None       # [judge]: the model of tasks.reward = "judge" (rollout/judge.py)
 
     @property
     def run_dir(self) -> Path:
         return Path(self.runs_dir) / self.name
+
+    @model_validator(mode="after")
+    def _judge_needs_single_turn_tasks(self):
+        judged = self.tasks.reward == "judge"
+        if judged and self.judge is None:
+            raise ValueError('tasks.reward = "judge" needs a [judge] table (judge.model = an HF directory)')
+        if self.judge is not None and not judged:
+            raise ValueError('a [judge] table is read only with tasks.reward = "judge"')
+        if judged and self.tasks.kind not in ("copy", "single-turn"):
+            raise ValueError(f'tasks.reward = "judge" scores single-turn replies (tasks.kind = "copy" or '
+                             f'"single-turn"); tasks.kind = "{self.tasks.kind}" is rewarded by its tests')
+        return self
 
     @model_validator(mode="after")
     def _domains_are_sandbox_tasks(self):

@@ -64,7 +64,7 @@ def process_engine(cfg, model, tok, env):
     """The engine in a child process; a single-turn env's episodes run in it. Pinned to a
     core of its own per engines.pin_cores (None: pinned for single-turn envs only, since
     sandbox tasks start sandboxes that need the cores)."""
-    single_turn = isinstance(env, SingleTurnEnv)
+    single_turn = isinstance(env, SingleTurnEnv) and not env.judged  # a judge's engine stays here
     pin = cfg.engines.pin_cores if cfg.engines.pin_cores is not None else single_turn
     # One thread: the engine's batches are small, so generation is latency-bound.
     with ProcessEngine(model, tok, engine_config=_engine_config(cfg), threads=1) as child, \

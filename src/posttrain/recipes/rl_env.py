@@ -21,6 +21,7 @@ from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.recipes.domains import read_task_dir, sandbox_tasks
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
+from posttrain.rollout.judge import open_judge
 from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts
 from posttrain.types import Episode
 
@@ -103,8 +104,8 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     g, t = cfg.rollout.group_size, cfg.tasks
     if cfg.policy.init != "scratch" and cfg.policy.hf_sft_steps:
         raise ConfigError("policy.hf_sft_steps needs sandbox tasks with solution/steps.json, not the copy task")
-    if t.reward not in REWARDS:
-        raise ConfigError(f"unknown reward {t.reward!r}; known: {sorted(REWARDS)}")
+    if t.reward not in REWARDS and t.reward != "judge":
+        raise ConfigError(f"unknown reward {t.reward!r}; known: {sorted(REWARDS) + ['judge']}")
     texts = copy_prompts(t.n_train, cfg.seed), copy_prompts(t.n_eval, cfg.seed + 1)
 
     def corpus_and_demos():
@@ -124,11 +125,17 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     model, tok = _policy(cfg, resume_from, corpus_and_demos)
     frame, end_id = single_turn(tok)
     train, held = copy_prompts(t.n_train, cfg.seed, frame=frame), copy_prompts(t.n_eval, cfg.seed + 1, frame=frame)
-    kw = dict(tokenizer=tok, reward_fn=REWARDS[t.reward], max_tokens=t.max_tokens,
+    judge = _judge(cfg)
+    kw = dict(tokenizer=tok, reward_fn=judge or REWARDS[t.reward], max_tokens=t.max_tokens,
               max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
               stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
     env = SingleTurnEnv(train, group_size=g, **kw)
     return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
+
+
+def _judge(cfg: RLRunConfig):
+    """The judge model of tasks.reward = "judge" (rollout/judge.py), or None."""
+    return open_judge(cfg.judge) if cfg.tasks.reward == "judge" else None
 
 
 def _single_turn_tasks(cfg: RLRunConfig, warn: Warn) -> tuple[list, list]:
@@ -170,7 +177,8 @@ def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) ->
     frame, end_id = single_turn(tok)
     train = _prompts(train_tasks, frame, t.path)
     held = _prompts(held_tasks, frame, t.eval_path or t.path)
-    kw = dict(tokenizer=tok, reward_fn=reply_score, max_tokens=t.max_tokens,
+    judge = _judge(cfg)
+    kw = dict(tokenizer=tok, reward_fn=judge or reply_score, max_tokens=t.max_tokens,
               max_context=model.config.max_position_embeddings, stop_token_ids=[end_id],
               chunk_tokens=t.chunk_tokens)
     env = SingleTurnEnv(train, group_size=cfg.rollout.group_size, temperature=cfg.rollout.temperature, **kw)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,9 +120,17 @@ class SingleTurnEnv:
             out.append(group)
         live = [(ep, p) for group, p, ok in zip(out, prompts, fits) if ok for ep in group]
         self._generate([ep for ep, _ in live], engine, jobs[0].seed)
-        for ep, p in live:
-            self._score(ep, p)
+        if self.judged:
+            self._judge(live)
+        else:
+            for ep, p in live:
+                self._record(ep, self._call_reward(self._reply(ep), p))
         return out
+
+    @property
+    def judged(self) -> bool:
+        """Scored by a judge model (rollout/judge.py): one batched call per wave."""
+        return hasattr(self.reward_fn, "score_batch")
 
     def _generate(self, episodes: list[Episode], engine: Engine, seed: int) -> None:
         """Sample replies, chunk_tokens at a time when set: each chunk is its own generate
@@ -139,17 +148,37 @@ class SingleTurnEnv:
                     and e.tokens[-1] not in self.stop_token_ids]
             i += 1
 
-    def _score(self, ep: Episode, prompt: Prompt) -> None:
+    def _reply(self, ep: Episode) -> str:
         body = [t for t, m in zip(ep.tokens, ep.loss_mask) if m and t not in self.stop_token_ids]
-        text = self.tokenizer.decode(body, skip_special_tokens=True)
+        return self.tokenizer.decode(body, skip_special_tokens=True)
+
+    def _call_reward(self, text: str, prompt: Prompt):
         try:
-            out = self.reward_fn(text, prompt)
+            return self.reward_fn(text, prompt)
+        except Exception as e:  # a broken reward function is recorded, the run goes on
+            return e
+
+    def _judge(self, live: list) -> None:
+        t0 = time.perf_counter()
+        results = self.reward_fn.score_batch([(self._reply(ep), p) for ep, p in live])
+        took = time.perf_counter() - t0
+        for (ep, _), out in zip(live, results):
+            ep.timings["judge_s"] = took        # each episode waited for the wave's judge call
+            self._record(ep, out)
+
+    @staticmethod
+    def _record(ep: Episode, out) -> None:
+        """Set the reward from the reward function's result; an exception or a non-finite
+        reward makes the episode a verifier_error (recorded, never trained)."""
+        try:
+            if isinstance(out, Exception):
+                raise out
             reward, details = out if isinstance(out, tuple) else (out, {})
             reward = float(reward)
             if not math.isfinite(reward):
                 raise ValueError(f"reward is {reward}")
             ep.reward, ep.reward_details = reward, dict(details)
-        except Exception as e:  # a broken reward function is recorded, the run goes on
+        except Exception as e:
             ep.status, ep.error = "verifier_error", f"reward function raised {type(e).__name__}: {e}"
 
 
