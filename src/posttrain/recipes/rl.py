@@ -37,6 +37,7 @@ from posttrain.rollout.envs import SandboxEnv
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
+from posttrain.rollout.length import stage_metrics
 from posttrain.rollout.weights import LockedEngine
 from posttrain.train.checkpoint import (
     latest_checkpoint,
@@ -182,6 +183,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
 
         def on_step(step: int, stats: dict) -> None:
             stats |= executor.metrics() | (judge.metrics() if judge is not None else {})
+            stats |= stage_metrics(cfg.rollout.length_curriculum, step)
             log.log("rl", step, stats)
             extra["metrics_lines"] += 1
             extra["skipped_steps"] += int(stats.get("skipped", 0))

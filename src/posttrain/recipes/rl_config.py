@@ -93,6 +93,20 @@ class RLRunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _curriculum_under_the_budgets(self):
+        single = self.tasks.kind in ("copy", "single-turn")
+        ceiling = {"max_reply_tokens": self.tasks.max_tokens if single else self.agent.max_reply_tokens,
+                   "max_context": None if single else self.agent.max_context}
+        for stage in self.rollout.length_curriculum:
+            for knob, top in ceiling.items():
+                value = getattr(stage, knob)
+                if value is not None and top is not None and value > top:
+                    where = "tasks.max_tokens" if single and knob == "max_reply_tokens" else f"agent.{knob}"
+                    raise ValueError(f"rollout.length_curriculum: {knob} = {value} at step {stage.from_step} is "
+                                     f"above {where} = {top}, the budget the curriculum rises to")
+        return self
+
+    @model_validator(mode="after")
     def _domains_are_sandbox_tasks(self):
         # [tasks] stands for one implicit domain (recipes/domains.py); single-turn prompts are no domain.
         if self.domains and self.tasks.kind in ("copy", "single-turn"):

@@ -129,7 +129,7 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     kw = dict(tokenizer=tok, reward_fn=judge or REWARDS[t.reward], max_tokens=t.max_tokens,
               max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
               stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
-    env = SingleTurnEnv(train, group_size=g, **kw)
+    env = SingleTurnEnv(train, group_size=g, lengths=cfg.rollout.length_curriculum, **kw)
     return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
 
 
@@ -181,7 +181,8 @@ def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) ->
     kw = dict(tokenizer=tok, reward_fn=judge or reply_score, max_tokens=t.max_tokens,
               max_context=model.config.max_position_embeddings, stop_token_ids=[end_id],
               chunk_tokens=t.chunk_tokens)
-    env = SingleTurnEnv(train, group_size=cfg.rollout.group_size, temperature=cfg.rollout.temperature, **kw)
+    env = SingleTurnEnv(train, group_size=cfg.rollout.group_size, temperature=cfg.rollout.temperature,
+                        lengths=cfg.rollout.length_curriculum, **kw)
     return RunParts(env, SingleTurnEnv(held, group_size=1, temperature=0.0, **kw), model, tok, [env.task_ids])
 
 
@@ -198,6 +199,7 @@ def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: W
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature
     contexts = {d.name: d.context for d in cfg.domains if d.context is not None}
     stored = run_dir / EPISODES if cfg.rollout.episode_checkpoints else None
-    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s, contexts, stored)
+    env = SandboxEnv(tasks.train, framer, agent, g, temp, cfg.rollout.episode_timeout_s, contexts, stored,
+                     cfg.rollout.length_curriculum)
     held = SandboxEnv(tasks.held, framer, agent, cfg.tasks.eval_samples, temp, contexts=contexts)
     return RunParts(env, held, model, tok, tasks.domain_ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.rollout.length import LengthStage, check_curriculum
 
 # Keys that moved to another section: an old config that sets one is told where it went.
 MOVED = {"engine_process": 'engines.kind = "process"', "pin_cores": "engines.pin_cores"}
@@ -35,6 +36,13 @@ class RolloutConfig(StrictModel):
     record_batches: bool = False                 # write each trained batch to RUN/batches (replay)
     # multi-turn: checkpoint each episode after every turn (RUN/episodes); --resume continues them
     episode_checkpoints: bool = False
+    # [[rollout.length_curriculum]]: reply/context budgets that rise with the step (rollout/length.py)
+    length_curriculum: list[LengthStage] = []
+
+    @model_validator(mode="after")
+    def _curriculum_rises(self):
+        check_curriculum(self.length_curriculum)
+        return self
 
     @model_validator(mode="before")
     @classmethod

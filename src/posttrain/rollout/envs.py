@@ -23,6 +23,7 @@ from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.rollout.length import LengthStage, budgets_at
 from posttrain.schedule.config import ContextConfig
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import Task
@@ -47,6 +48,7 @@ class SandboxEnv:
     episode_timeout_s: float | None = None
     contexts: dict[str, ContextConfig] = dataclasses.field(default_factory=dict)  # by domain
     checkpoints: Path | None = None    # episode checkpoints' root; a rerun group resumes there
+    lengths: list[LengthStage] = dataclasses.field(default_factory=list)   # rollout/length.py
     _tracer: object = dataclasses.field(default=None, init=False, repr=False)
 
     @property
@@ -71,9 +73,17 @@ class SandboxEnv:
                     for j in jobs for _ in range(self.group_size)]
         params = SamplingParams(temperature=self.temperature, seed=jobs[0].seed)
         store = EpisodeStore(self.checkpoints) if self.checkpoints is not None else None
-        episodes = run_episodes(runs, engine, self.framer, params, self.agent, contexts, self.tracer(), store)
+        agent = self._agent_at(engine.policy_version)
+        episodes = run_episodes(runs, engine, self.framer, params, agent, contexts, self.tracer(), store)
         g = self.group_size
         return [episodes[i * g:(i + 1) * g] for i in range(len(jobs))]
+
+    def _agent_at(self, version: int) -> AgentConfig:
+        """The agent config with the length curriculum's budgets at policy version `version`."""
+        reply, context = budgets_at(self.lengths, version, self.agent.max_reply_tokens, self.agent.max_context)
+        if (reply, context) == (self.agent.max_reply_tokens, self.agent.max_context):
+            return self.agent
+        return self.agent.model_copy(update={"max_reply_tokens": reply, "max_context": context})
 
 
 @dataclasses.dataclass
@@ -98,12 +108,16 @@ class SingleTurnEnv:
     temperature: float = 1.0
     stop_token_ids: list[int] = dataclasses.field(default_factory=list)
     chunk_tokens: int | None = None  # sample replies this many tokens per generate call
+    lengths: list[LengthStage] = dataclasses.field(default_factory=list)   # rollout/length.py
 
     @property
     def task_ids(self) -> list[str]:
         return [p.id for p in self.prompts]
 
     def run(self, jobs: list[GroupJob], engine: Engine) -> list[list[Episode]]:
+        if self.lengths:    # this wave's budgets, from the length curriculum
+            reply, context = budgets_at(self.lengths, engine.policy_version, self.max_tokens, self.max_context)
+            return dataclasses.replace(self, lengths=[], max_tokens=reply, max_context=context).run(jobs, engine)
         prompts = [self.prompts[j.task_index] for j in jobs]
         ids = [self.tokenizer.encode(p.text, add_special_tokens=False) for p in prompts]
         fits = [len(x) + self.max_tokens <= self.max_context for x in ids]
