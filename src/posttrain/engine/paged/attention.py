@@ -1,7 +1,9 @@
 """Paged attention in plain PyTorch: K/V are read through block tables.
 
 Multi-token queries (prefill chunks, speculative verification) go through SDPA with a causal
-and context mask. Single-token decodes use cascade attention: sequences that share leading
+and context mask. A sliding-window layer (models/windows.py) gets a plan of its own: its masks
+also drop keys at or before q - window, and its decodes read only the blocks the window reaches
+(no shared prefix: a window moves past it). Single-token decodes use cascade attention: sequences that share leading
 blocks (a GRPO group forked from one prefill, or prefix-cache hits) read that shared prefix
 once, and each sequence reads only its own suffix; the two partial softmaxes are merged by
 their log-sum-exps (out = (e^{l1} o1 + e^{l2} o2) / (e^{l1} + e^{l2}) = o1 + sigmoid(l2 - l1) (o2 - o1)).
@@ -17,8 +19,9 @@ from posttrain.engine.paged.kv_cache import KVCache
 MAX_SCORE_ELEMS = 1 << 26  # split long prefill chunks so one score matrix stays ~256 MB
 
 
-def build_plan(q_lens, ctx_lens, tables, block_size: int, null_block: int, device) -> dict:
-    """Index tensors for one step: a 'multi' SDPA group and a 'decode' cascade group."""
+def build_plan(q_lens, ctx_lens, tables, block_size: int, null_block: int, device, window: int | None = None) -> dict:
+    """Index tensors for one step: a 'multi' SDPA group and a 'decode' cascade group; window:
+    the keys a query at position q sees are those after q - window (None: all before it)."""
     starts = [0]
     for q in q_lens:
         starts.append(starts[-1] + q)
@@ -26,13 +29,13 @@ def build_plan(q_lens, ctx_lens, tables, block_size: int, null_block: int, devic
     decode = [s for s, q in enumerate(q_lens) if q == 1]
     plan = {}
     if multi:
-        plan["multi"] = _multi_plan(multi, starts, q_lens, ctx_lens, tables, block_size, null_block, device)
+        plan["multi"] = _multi_plan(multi, starts, q_lens, ctx_lens, tables, block_size, null_block, device, window)
     if decode:
-        plan["decode"] = _decode_plan(decode, starts, ctx_lens, tables, block_size, null_block, device)
+        plan["decode"] = _decode_plan(decode, starts, ctx_lens, tables, block_size, null_block, device, window)
     return plan
 
 
-def _multi_plan(seqs, starts, q_lens, ctx_lens, tables, bs, null_block, device) -> dict:
+def _multi_plan(seqs, starts, q_lens, ctx_lens, tables, bs, null_block, device, window) -> dict:
     qmax = max(q_lens[s] for s in seqs)
     nb = -(-max(ctx_lens[s] for s in seqs) // bs)
     tab = torch.full((len(seqs), nb), null_block, dtype=torch.long)
@@ -47,6 +50,8 @@ def _multi_plan(seqs, starts, q_lens, ctx_lens, tables, bs, null_block, device) 
     qpos = (ctx - torch.tensor([q_lens[s] for s in seqs])).unsqueeze(-1) + torch.arange(qmax)
     keys = torch.arange(nb * bs).view(1, 1, -1)
     mask = (keys <= qpos.unsqueeze(-1)) & (keys < ctx.view(-1, 1, 1))  # [G, Qmax, L]
+    if window is not None:
+        mask &= keys > qpos.unsqueeze(-1) - window
     kvalid = keys.view(1, -1) < ctx.view(-1, 1)  # [G, L]
     return dict(tables=tab.to(device), tok=tok.to(device), valid=valid.to(device), mask=mask.unsqueeze(1).to(device),
                 kvalid=kvalid.to(device))
@@ -76,8 +81,11 @@ def _shared_prefixes(seqs, ctx_lens, tables, bs) -> tuple[dict[int, int], list[t
     return shared, groups
 
 
-def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict:
-    shared, groups = _shared_prefixes(seqs, ctx_lens, tables, bs)
+def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device, window) -> dict:
+    if window is None:
+        shared, groups = _shared_prefixes(seqs, ctx_lens, tables, bs)
+    else:  # the blocks wholly before the window are skipped, as a shared prefix's are
+        shared, groups = {r: max(ctx_lens[s] - window, 0) // bs for r, s in enumerate(seqs)}, []
     own = [-(-ctx_lens[s] // bs) - shared.get(r, 0) for r, s in enumerate(seqs)]
     nb = max(own)
     tab = torch.full((len(seqs), nb), null_block, dtype=torch.long)
@@ -87,7 +95,10 @@ def _decode_plan(seqs, starts, ctx_lens, tables, bs, null_block, device) -> dict
         tab[r, : own[r]] = torch.tensor(tables[s][p : p + own[r]], dtype=torch.long)
         first[r] = p * bs
     ctx = torch.tensor([ctx_lens[s] for s in seqs])
-    mask = (first.unsqueeze(-1) + torch.arange(nb * bs)) < ctx.unsqueeze(-1)  # [B, L]
+    keys = first.unsqueeze(-1) + torch.arange(nb * bs)
+    mask = keys < ctx.unsqueeze(-1)  # [B, L]
+    if window is not None:
+        mask &= keys >= ctx.unsqueeze(-1) - window   # the query sits at ctx - 1
     buckets: dict[tuple[int, int], list] = {}  # equal (members, shared blocks) batch together
     for rows, blocks in groups:
         buckets.setdefault((len(rows), len(blocks)), []).append((rows, blocks))
@@ -185,15 +196,22 @@ def _attend_decode(q, out, kv, layer, g, scale) -> None:
 
 class TorchAttention:
     """This module as the runner's attention interface: plan once per step, attend per layer
-    (dtype=torch.float64: exact attention; vllm_attention.py is the other implementation)."""
+    (dtype=torch.float64: exact attention; vllm_attention.py is the other implementation).
+    windows: each layer's sliding window or None (models/windows.py); one plan per distinct one."""
 
-    def __init__(self, dtype: torch.dtype | None = None):
+    def __init__(self, dtype: torch.dtype | None = None, windows: list[int | None] | None = None):
         self.dtype = dtype
+        self.windows = windows
 
     def plan(self, batch, kv: KVCache, device) -> dict:
-        return build_plan(batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, device)
+        args = (batch.q_lens, batch.ctx_lens, batch.block_tables, kv.block_size, kv.null_block, device)
+        if not self.windows:
+            return build_plan(*args)
+        return {"by_window": {w: build_plan(*args, window=w) for w in set(self.windows)}}
 
     def attend(self, q: torch.Tensor, kv: KVCache, layer: int, plan: dict, scale: float) -> torch.Tensor:
+        if "by_window" in plan:
+            plan = plan["by_window"][self.windows[layer]]
         return attend(q, kv, layer, plan, scale, self.dtype)
 
 

@@ -27,6 +27,7 @@ from posttrain.engine.paged.glue import VllmGlue
 from posttrain.engine.paged.int8 import linear_for
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.models.moe import moe_blocks
+from posttrain.models.windows import has_windows
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.engine.paged.runner import ModelRunner, head_dim_of
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
@@ -109,7 +110,8 @@ class PagedEngine(Engine):
         config.kernels allows (engine/paged/vllm_attention.py), else torch's."""
         dtype = next(model.parameters()).dtype
         backend = attention_backend(self.config.kernels, self.device, dtype, kv_store_dtype(self.config.kv_dtype, dtype),
-                                    head_dim_of(model.config), self.config.block_size, self.exact_attention)
+                                    head_dim_of(model.config), self.config.block_size, self.exact_attention,
+                                    has_windows(model.config))
         vllm = backend[0] == "vllm-cpu"
         gemm = "vllm" if vllm and self.linear is None else self.fp32_kernel
         runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, gemm)

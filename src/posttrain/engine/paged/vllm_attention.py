@@ -34,7 +34,7 @@ def isa_for(dtype: torch.dtype, block_size: int, head_dim: int) -> str:
 
 
 def attention_backend(requested: str, device: torch.device, dtype: torch.dtype, kv_store: str,
-                      head_dim: int, block_size: int, exact: bool) -> tuple[str, str]:
+                      head_dim: int, block_size: int, exact: bool, windows: bool = False) -> tuple[str, str]:
     """("vllm-cpu" | "torch", why) for EngineConfig.kernels ("auto" | "torch" | "vllm"), kv_store
     being the K/V's stored dtype; "vllm" that cannot be honoured is an error, "auto" falls back."""
     if requested == "torch":
@@ -43,6 +43,8 @@ def attention_backend(requested: str, device: torch.device, dtype: torch.dtype, 
         why = f"vLLM-CPU's kernels are for CPUs, this engine runs on {device.type}"
     elif exact:
         why = "exact (float64) attention runs in torch"
+    elif windows:
+        why = "sliding-window layers run in torch here"
     elif kv_store == "int8":
         why = "int8 K/V is read by the torch path only"
     elif dtype not in (torch.float32, torch.bfloat16):
