@@ -3,10 +3,12 @@ segments, steps) and a snapshot of its sandbox's writable areas, written atomica
 started again resumes the episode at its last completed turn, in a fresh sandbox with the
 snapshot copied back in.
 
-What a snapshot covers: the files under /app, /tmp and /logs. What it does not: processes
-(a server the agent started is gone after a resume) and anything outside those areas. A
+What a snapshot covers: the files under /app, /tmp and /logs, and, in a docker sandbox with a
+writable root (a root task), the container's own changes elsewhere (its exported layer,
+sandbox/docker/layer.py). What it does not: processes (a server the agent started is gone after
+a resume). A
 snapshot larger than `max_mb` is not kept: that episode starts again from its first turn.
-Layout: ROOT/<task>__<group>__<slot>/{state.json, snapshot/{app,tmp,logs}}; the swap goes through
+Layout: ROOT/<task>__<group>__<slot>/{state.json, snapshot/{app,tmp,logs,layer}}; the swap goes through
 `.tmp` and `.old` siblings, so a kill at any point leaves one whole checkpoint or none.
 """
 
@@ -39,6 +41,7 @@ class EpisodeStore:
         shutil.rmtree(tmp, ignore_errors=True)
         for area in AREAS:
             shutil.copytree(sandbox.host_path(f"/{area}"), tmp / "snapshot" / area, symlinks=True)
+        sandbox.export_layer(tmp / "snapshot" / "layer")
         if _size_mb(tmp) > self.max_mb:
             shutil.rmtree(tmp)
             self.drop(key)
@@ -67,6 +70,7 @@ class EpisodeStore:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
             shutil.copytree(snapshot / area, target, symlinks=True, dirs_exist_ok=True)
             sandbox.give(target)
+        sandbox.import_layer(snapshot / "layer")
 
     def drop(self, key: tuple[str, int, int]) -> None:
         final = self.path(*key)

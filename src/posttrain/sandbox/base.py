@@ -138,6 +138,15 @@ class Sandbox(abc.ABC):
         else:
             shutil.copy2(src, host_dst, follow_symlinks=False)
 
+    def export_layer(self, dest: Path) -> bool:
+        """Write what the sandbox changed outside /app, /tmp and /logs under dest (an episode
+        checkpoint's snapshot); False when nothing there changed. Backends whose root is
+        read-only have nothing to export."""
+        return False
+
+    def import_layer(self, src: Path) -> None:
+        """Put back changes written by export_layer (a fresh sandbox of the same task)."""
+
     def _snapshot_dir(self) -> Path:
         return self.host_path("/app").parent / "snapshot"
 

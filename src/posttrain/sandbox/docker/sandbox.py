@@ -36,6 +36,7 @@ from posttrain.sandbox.capture import capture
 from posttrain.sandbox.docker import build as docker_build
 from posttrain.sandbox.docker import cli as engine
 from posttrain.sandbox.docker import compose as docker_compose
+from posttrain.sandbox.docker import layer
 from posttrain.sandbox.docker.cgroup import ContainerCgroup
 from posttrain.sandbox.docker.compose_policy import Limits
 from posttrain.types import ExecResult
@@ -207,6 +208,19 @@ class DockerSandbox(Sandbox):
 
     def give(self, host_path: Path) -> None:
         hostdir.chown_tree(host_path, self.uid)
+
+    def export_layer(self, dest: Path) -> bool:
+        """The container's changes to its root outside the bound dirs (docker/layer.py)."""
+        if not self._started or not self._writable_root:
+            return False
+        return layer.export_layer(self.cli, self.id, dest)
+
+    def import_layer(self, src: Path) -> None:
+        if not Path(src).is_dir():
+            return
+        if not self._started:
+            self._start()
+        layer.import_layer(self.cli, self.id, Path(src))
 
     def exec(self, command: str, timeout_s: float = 60.0, env: dict[str, str] | None = None,
              mounts: dict[str, Path] | None = None) -> ExecResult:
