@@ -53,6 +53,12 @@ def read_review() -> dict[tuple[str, str], dict]:
         return {(r["task"], r["flag"]): r for r in csv.DictReader(f)}
 
 
+def mutant_counts(usable: list) -> dict:
+    """Mutants run and killed over the usable tasks (their mutation checks' evidence)."""
+    runs = [c.evidence for r in usable if (c := r.checks.get("mutation")) is not None and c.evidence]
+    return {"mutants": sum(e.get("mutants", 0) for e in runs), "mutants_killed": sum(e.get("killed", 0) for e in runs)}
+
+
 def summarize(reports: list, review: dict) -> dict:
     kinds = {r.id: outcome(r) for r in reports}
     usable = [r for r in reports if kinds[r.id] == "usable"]
@@ -64,6 +70,7 @@ def summarize(reports: list, review: dict) -> dict:
                         ("build_failed", "oracle_failed", "other")},
             "statuses": {s: sum(r.status == s for r in usable) for s in
                          sorted({r.status for r in usable})},
+            **mutant_counts(usable),
             "flags": len(flagged), "reviewed": len(verdicts), "true_flags": true,
             "flag_precision": round(true / len(verdicts), 3) if verdicts else None,
             "unreviewed": [f"{t}:{f}" for t, f in flagged if (t, f) not in review],
