@@ -67,9 +67,10 @@ class Segment:
 
 @dataclass
 class Step:
-    """One timed step of an episode: a model call, a tool call or the verifier (for traces)."""
+    """One timed step of an episode: a model call, a tool call, the verifier, or a checkpoint's
+    snapshot or restore (for traces)."""
 
-    kind: Literal["model", "tool", "verifier"]
+    kind: Literal["model", "tool", "verifier", "snapshot", "restore"]
     turn: int
     start_s: float                  # time.time() at its start
     duration_s: float

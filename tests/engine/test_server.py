@@ -39,6 +39,17 @@ def test_health_models_metrics(server):
     assert 'posttrain_engine_info{dtype="float32",reason="asked",packed="1",weights="compute"} 1' in text
 
 
+def _sequences(server) -> int:
+    line, = [x for x in httpx.get(f"{server}/metrics").text.splitlines() if x.startswith("posttrain_sequences_total ")]
+    return int(line.split()[1])
+
+
+def test_sequences_total_counts_each_prompt_times_n(server):
+    before = _sequences(server)
+    httpx.post(f"{server}/v1/completions", json={"prompt": [PROMPT, PROMPT[:3]], "max_tokens": 1, "n": 2})
+    assert _sequences(server) - before == 4
+
+
 def test_completions_with_token_ids_and_logprobs(server):
     body = {"prompt": PROMPT, "max_tokens": 5, "temperature": 0, "logprobs": 0, "ignore_eos": True}
     r = httpx.post(f"{server}/v1/completions", json=body).json()

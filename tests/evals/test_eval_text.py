@@ -40,6 +40,8 @@ def test_local_checkpoint_text_protocol_via_cli(tmp_path, task_dir, checkpoint):
     assert rec["n_turns"] >= 1 and rec["timings"]["model_s"] > 0
     traj = json.loads((path / "heldout-0000-find-word__1" / "agent/trajectory.json").read_text())
     assert traj["agent"] == "posttrain-text" and traj["turns"]
+    snaps = [c for c in traj["checkpoints"] if c["kind"] == "snapshot"]  # one per turn but the last
+    assert len(snaps) >= rec["n_turns"] - 1 and all(c["ms"] > 0 for c in snaps)
 
     report = CliRunner().invoke(app, ["eval", "report", str(path)])
     assert report.exit_code == 0, report.output

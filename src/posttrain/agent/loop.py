@@ -90,16 +90,21 @@ def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot, version: in
         store.drop(live.key)
         live.episode.timings["resume_refused_version"] = float(state["version"])
         return
+    t0 = time.time()
     store.restore(snapshot, live.sandbox)
     live.episode = Episode.from_dict(state["episode"])
     live.turn_ids, live.first_turn = state["turn_ids"], state["turn"]
     live.started -= state["elapsed_s"]
+    live.episode.steps.append(Step("restore", state["turn"], t0, time.time() - t0))
 
 
 def _save(live: _Live, store: EpisodeStore, next_turn: int, version: int) -> None:
+    """Checkpoint the episode; the snapshot's own timing is a Step of the next checkpoint."""
+    t0 = time.time()
     state = {"episode": live.episode.to_dict(), "turn_ids": live.turn_ids, "turn": next_turn,
              "elapsed_s": time.perf_counter() - live.started, "version": version}
-    store.save(live.key, state, live.sandbox)
+    kept = store.save(live.key, state, live.sandbox)
+    live.episode.steps.append(Step("snapshot", next_turn, t0, time.time() - t0, {"kept": kept}))
 
 
 def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
@@ -200,7 +205,7 @@ def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: Sampli
             live.turn_ids.append(live.episode.tokens[live.reply_start:])
 
 
-def _finish(live: _Live, store: EpisodeStore | None) -> None:
+def _finish(live: _Live, store: EpisodeStore | None, keep: bool) -> None:
     ep = live.episode
     try:
         if live.sandbox is None or ep.status == "infra_error":  # a fault is never a reward
@@ -219,17 +224,20 @@ def _finish(live: _Live, store: EpisodeStore | None) -> None:
     finally:
         if live.sandbox is not None:
             live.sandbox.close()
-        if store is not None:   # the episode is over: its result is the caller's to keep
+        if store is not None and not keep:   # the episode is over: its result is the caller's
             store.drop(live.key)
 
 
 def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFramer,
                  params: SamplingParams, cfg: AgentConfig, contexts: list | None = None,
-                 tracer=None, store: EpisodeStore | None = None) -> list[Episode]:
+                 tracer=None, store: EpisodeStore | None = None,
+                 keep_finished: bool = False) -> list[Episode]:
     """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
     ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
     `store`: checkpoint each episode after every turn, and resume those it holds; each episode
-    then samples on its own stream, so a resumed one draws what it would have drawn."""
+    then samples on its own stream, so a resumed one draws what it would have drawn;
+    `keep_finished`: leave a finished episode's last checkpoint for the caller to drop once it
+    has written the result (a kill in between then redoes one turn, not the whole episode)."""
     contexts = contexts or [cfg.context] * len(jobs)
     seen: Counter = Counter()
     lives = []
@@ -251,7 +259,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                     alive = [lv for lv in now if not lv.done]
                     list(pool.map(lambda lv: _save(lv, store, turn + 1, engine.policy_version), alive))
         finally:
-            list(pool.map(lambda lv: _finish(lv, store), lives))
+            list(pool.map(lambda lv: _finish(lv, store, keep_finished), lives))
     if tracer is not None:
         for live in lives:
             tracer.export(live.episode)

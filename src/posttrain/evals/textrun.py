@@ -56,6 +56,12 @@ def turn_rows(ep: Episode) -> list[dict]:
     return rows
 
 
+def checkpoint_rows(ep: Episode) -> list[dict]:
+    """Each snapshot and restore of the episode's checkpoints, with its milliseconds."""
+    return [{"kind": s.kind, "turn": s.turn, "ms": round(s.duration_s * 1e3, 3)}
+            for s in ep.steps if s.kind in ("snapshot", "restore")]
+
+
 def episode_output(ep: Episode, c: EvalConditions, framer: ChatFramer, wall_s: float,
                    started_at: str) -> TrialOutput:
     reward = None if ep.status in NO_REWARD else ep.reward
@@ -76,7 +82,8 @@ def episode_output(ep: Episode, c: EvalConditions, framer: ChatFramer, wall_s: f
     trajectory = {"agent": "posttrain-text", "model": c.model, "task": ep.task_id,
                   "attempt": ep.group_id, "system_prompt": framer.system_prompt,
                   "turns": turn_rows(ep), "transcript": decode(ep.tokens), "retries": ep.retries,
-                  "earlier_segments": [decode(s.tokens) for s in ep.segments]}
+                  "earlier_segments": [decode(s.tokens) for s in ep.segments],
+                  "checkpoints": checkpoint_rows(ep)}
     files = {"reward.txt": f"{reward}\n"} if reward is not None else {}
     if ep.error:
         files["error.txt"] = ep.error + "\n"
@@ -105,13 +112,15 @@ class TextExecutor:
             try:
                 contexts = task_contexts(c.context, [t for t, _ in batch])
                 episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config,
-                                        contexts, self.tracer, self.store)
+                                        contexts, self.tracer, self.store, keep_finished=True)
             except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
                 error = f"{type(e).__name__}: {e}"
                 episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
             wall = time.perf_counter() - t0
             for ep in episodes:
                 yield episode_output(ep, c, self.framer, wall, started)
+                if self.store is not None:   # the caller has written this trial by now
+                    self.store.drop((ep.task_id, ep.group_id, 0))
 
     def close(self) -> None:
         """Send the traces still pending; remove the checkpoint dir if no episode is left in it."""

@@ -23,6 +23,7 @@ class Metrics:
 
         for kind in ("completion", "chat"):
             add(f"requests_{kind}_total", "counter", self.counters[f"requests_{kind}"], f"{kind} requests received")
+        add("sequences_total", "counter", self.counters["sequences"], "sequences submitted for generation (prompts x n)")
         add("request_errors_total", "counter", self.counters["errors"] + self.loop.errors, "requests answered with an error")
         add("client_disconnects_total", "counter", self.counters["disconnects"], "requests aborted because their client went away")
         add("prompt_tokens_computed_total", "counter", s.prefill_tokens, "prompt tokens run through the model")

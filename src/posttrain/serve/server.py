@@ -72,6 +72,7 @@ class Server:
             job.scores = [await asyncio.to_thread(self.engine.score, p, job.top) for p in prompts]
         if job.params is None:
             return self.respond(job, [[] for _ in job.expanded], [[] for _ in job.expanded], None, ["length"] * len(job.expanded))
+        self.metrics.count("sequences", len(job.expanded))
         handle = self.loop.submit(job.expanded, job.params, stream=bool(req.stream))
         if req.stream:
             return StreamingResponse(self.stream(job, handle), media_type="text/event-stream")

@@ -193,3 +193,18 @@ def test_each_sandbox_has_its_own_unprivileged_host_uid(sandbox, monkeypatch):
             assert sandbox.host_path("/app").stat().st_uid == sandbox.uid
         else:
             assert sandbox.uid is None                      # runs as ourselves
+
+
+def test_bwrap_killed_from_outside_mid_command_is_a_fault_then_recovers(sandbox):
+    sandbox.exec("echo kept > /app/f")
+    pid = sandbox._runner.ns.proc.pid
+    threading.Timer(0.5, os.kill, (pid, 9)).start()     # the backend dies, not the command
+    with pytest.raises(SandboxError, match="killed from outside"):
+        sandbox.exec("sleep 30", timeout_s=60)
+    assert sandbox.exec("cat /app/f").stdout == "kept\n"   # a fresh runner, the files as they were
+
+
+def test_a_command_killing_its_own_shell_is_an_observation(sandbox):
+    r = sandbox.exec("kill -9 $$")
+    assert r.exit_code == 137 and r.killed_by == "none"
+    assert sandbox.exec("echo on").stdout == "on\n"

@@ -190,6 +190,17 @@ class Runner:
         self._status = bytearray()
         self.exit_code: int | None = None
         self.dead = False
+        self.host_killed = False    # we killed it (a timeout, a quota, close)
+
+    def killed_from_outside(self, wait_s: float = 1.0) -> bool:
+        """Dead mid-command with bwrap itself ended by a signal nobody here sent: the backend
+        died (a command that kills its own shell leaves bwrap to exit with a code)."""
+        if not self.dead or self.host_killed:
+            return False
+        try:
+            return self.ns.proc.wait(timeout=wait_s) < 0
+        except subprocess.TimeoutExpired:
+            return False
 
     @property
     def alive(self) -> bool:

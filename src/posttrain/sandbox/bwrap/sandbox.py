@@ -202,12 +202,15 @@ class BwrapSandbox(Sandbox):
         if not self._closed:            # close() from another thread removes the files
             runner.cleanup()
             self._stage({})
+        outside = runner.killed_from_outside()
         if runner.dead and self._runner is runner:
-            self._kill_runner()     # it died by itself (OOM, or killed from inside)
+            self._kill_runner()     # it died by itself (OOM, killed from inside or outside)
         if self._runner is not runner:
             runner.ns.close()       # killed while we read its pipes: now nobody does
         code = runner.exit_code if runner.exit_code is not None else KILLED_EXIT
         result = self._result(got, code, start, before)
+        if outside and result.killed_by == "none":   # not the command's doing: a fault, retried
+            raise SandboxError(f"sandbox {self.id}: its bwrap was killed from outside mid-command")
         if result.killed_by in ("memory", "pids") and self._runner is runner:
             self._kill_runner()     # what a bomb left behind goes with it
         return result
@@ -232,7 +235,7 @@ class BwrapSandbox(Sandbox):
     def _kill_runner(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
-            runner.dead = True
+            runner.dead = runner.host_killed = True
             runner.ns.kill()
             if runner is not self._busy:    # else its exec, still reading, closes it
                 runner.ns.close()
