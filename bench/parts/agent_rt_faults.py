@@ -19,8 +19,16 @@ from posttrain.sandbox.docker.cli import LABEL
 SCORED = ("passed", "failed")
 
 
-def _kill_a_sandbox(eval_pid: int, backend: str, rng: random.Random) -> str | None:
-    """SIGKILL one running sandbox of the eval process; what was killed, or None."""
+def _kill_a_sandbox(eval_pid: int, backend: str, rng: random.Random, wait_s: float = 20.0) -> str | None:
+    """SIGKILL one running sandbox of the eval process, waiting up to wait_s for one to be
+    open (none is between batches); what was killed, or None."""
+    deadline = time.monotonic() + wait_s
+    while (what := _kill_one(eval_pid, backend, rng)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return what
+
+
+def _kill_one(eval_pid: int, backend: str, rng: random.Random) -> str | None:
     if backend == "docker":
         ids = subprocess.run(["docker", "ps", "-q", "--filter", f"label={LABEL}={eval_pid}"],
                              capture_output=True, text=True).stdout.split()
@@ -28,7 +36,10 @@ def _kill_a_sandbox(eval_pid: int, backend: str, rng: random.Random) -> str | No
             subprocess.run(["docker", "kill", rng.choice(ids)], capture_output=True)
             return "container"
         return None
-    procs = [p for p in psutil.Process(eval_pid).children(recursive=True) if p.name() == "bwrap"]
+    try:
+        procs = [p for p in psutil.Process(eval_pid).children(recursive=True) if p.name() == "bwrap"]
+    except psutil.Error:            # the eval ended meanwhile
+        return None
     if procs:
         rng.choice(procs).kill()
         return "bwrap"

@@ -135,9 +135,11 @@ class RLRunConfig(StrictModel):
             raise ValueError("algo.exact_logprobs matches the engine's merged weights bit for bit only "
                              "without adapters: set optim.lora_rank = 0")
         if self.cluster.trainer_ranks > 1 and (self.optim.lora_rank or self.optim.logprob_chunk
-                                               or self.optim.activation_checkpointing or self.algo.kl_coef):
-            raise ValueError("optim.lora_rank, optim.logprob_chunk, optim.activation_checkpointing and "
-                             "algo.kl_coef run on one trainer process (cluster.trainer_ranks = 1)")
+                                               or self.optim.activation_checkpointing or self.algo.kl_coef
+                                               or self.optim.optimizer_offload):
+            raise ValueError("optim.lora_rank, optim.logprob_chunk, optim.activation_checkpointing, "
+                             "optim.optimizer_offload and algo.kl_coef run on one trainer process "
+                             "(cluster.trainer_ranks = 1)")
         if self.algo.exact_logprobs and self.optim.activation_checkpointing:
             raise ValueError("algo.exact_logprobs' HF forward is exact only inside its own call, not in a "
                              "checkpointed layer's recompute: set optim.activation_checkpointing = false")

@@ -60,6 +60,9 @@ class ShardedTrainer(PolicyTrainer):
     whole batch and gets the whole batch's stats."""
 
     def __init__(self, model, pad_id: int, optim: OptimConfig):
+        if optim.optimizer_offload:   # its sharded checkpoints name the model's parameters
+            raise PosttrainError("optim.optimizer_offload is not available with trainer ranks (FSDP2): "
+                                 "FSDP2's own CPUOffloadPolicy is the way there; leave it unset")
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         super().__init__(shard(model, self.world), pad_id, optim.model_copy(update={"fused": False}))
 

@@ -53,6 +53,18 @@ class OptimConfig(StrictModel):
     lora_targets: tuple[str, ...] = LORA_TARGETS
     # each decoder layer's activations recomputed in backward, not kept (train/act_checkpoint.py).
     activation_checkpointing: bool = False
+    # AdamW's moments and fp32 masters on this device instead of beside the parameters
+    # (train/offload.py), e.g. "cpu" for a model on an accelerator; None: beside them.
+    optimizer_offload: str | None = None
+
+
+def _optimizer(params: list, optim: OptimConfig):
+    kwargs = dict(lr=optim.lr, betas=optim.betas, weight_decay=optim.weight_decay)
+    if optim.optimizer_offload:
+        from posttrain.train.offload import OffloadedAdamW
+
+        return OffloadedAdamW(params, optim.optimizer_offload, **kwargs, fused=optim.fused or None)
+    return torch.optim.AdamW(params, **kwargs, fused=optim.fused or None)
 
 
 class RLConfig(StrictModel):
@@ -139,8 +151,8 @@ class PolicyTrainer:
         self.setup = {"compute_dtype": self.compute_dtype, "logprob_chunk": optim.logprob_chunk,
                       "lora_rank": optim.lora_rank, "trainable_params": sum(p.numel() for p in self.params),
                       "activation_checkpointing": optim.activation_checkpointing}
-        self.optimizer = torch.optim.AdamW(self.params, lr=optim.lr, betas=optim.betas,
-                                           weight_decay=optim.weight_decay, fused=optim.fused or None)
+        self.optimizer = _optimizer(self.params, optim)
+        self.setup["optimizer_offload"] = optim.optimizer_offload
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
