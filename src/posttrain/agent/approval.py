@@ -41,12 +41,19 @@ class ApprovalConfig(StrictModel):
     @field_validator("rules")
     @classmethod
     def _compiles(cls, rules: list[str]) -> list[str]:
-        for rule in rules:
-            try:
-                re.compile(rule)
-            except re.error as e:
-                raise ValueError(f"approval rule {rule!r} is not a regex: {e}") from e
+        if problem := bad_rule(rules):
+            raise ValueError(problem)
         return rules
+
+
+def bad_rule(rules: Sequence[str]) -> str | None:
+    """Why the first rule that is not a regex is not one; None if all compile."""
+    for rule in rules:
+        try:
+            re.compile(rule)
+        except re.error as e:
+            return f"approval rule {rule!r} is not a regex: {e}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class EvalRequest:
     served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
     context: list[str] = field(default_factory=list)  # --context [DOMAIN=]SPEC (evals/contexts.py)
     otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
+    approval_rules: list[str] = field(default_factory=list)  # --approve: commands that wait for...
+    approver: object = None           # ...this reviewer (agent/approval_terminal.py, approval_http.py)
 
 
 def read_tasks(tasks_dir: str) -> list[Task]:
@@ -95,7 +97,8 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
                           model_digest=digest, task_groups=task_groups(tasks),
-                          context=parse_contexts(req.context), **settings)
+                          context=parse_contexts(req.context), approval=tuple(req.approval_rules),
+                          **settings)
 
 
 def open_endpoint(req: EvalRequest, c: EvalConditions) -> ChatClient | None:
@@ -130,7 +133,8 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         close_client = client.close if client else (lambda: None)
         try:
             checkpoints = job_path / ".episodes" if job_path else None
-            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints)
+            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints,
+                                          req.approver)
         except BaseException:
             close_client()
             raise
