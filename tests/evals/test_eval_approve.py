@@ -1,21 +1,30 @@
 """`posttrain eval --approve` on a real terminal: the CLI runs in a tmux session, the test reads
 the pane and answers with `tmux send-keys`. The tiny model is fine-tuned to solve a make-dir task
 with one mkdir (make_dir_model.py); the rule matches that mkdir. Denied in attempt 0 (the reason
-is the observation and the task fails), allowed in attempt 1 (it runs and the task passes)."""
+is the observation and the task fails), allowed in attempt 1 (it runs and the task passes).
+Then the same job with the HTTP reviewer, denied by a client; and the reviewer options' errors."""
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from make_dir_model import make_dir_checkpoint
 
+from posttrain.agent.approval import DEFAULT_RULES
 from posttrain.agent.approval_terminal import QUESTION
+from posttrain.errors import ConfigError
+from posttrain.evals.approvers import open_approver, parse_address
+from posttrain.evals.conditions import EvalConditions
+from posttrain.evals.launch import EvalRequest, evaluate
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -88,3 +97,45 @@ def test_eval_approve_asks_on_the_terminal(tmp_path, tuned):
     assert allowed["reward"] == 1.0 and allowed["status"] == "passed"
     conditions = json.loads((jobs / "approve" / "config.json").read_text())["conditions"]
     assert conditions["approval"] == [r"^mkdir\b"]
+
+
+def test_eval_approve_http_a_client_denies(tmp_path, tuned):
+    task_dir, ckpt = tuned
+    approver, rules = open_approver(False, "127.0.0.1:0", [r"^mkdir\b"], 120.0, "POSTTRAIN_NO_SUCH_TOKEN")
+    req = EvalRequest(str(task_dir), str(ckpt), k=1, jobs=1, job="http", jobs_dir=str(tmp_path / "jobs"),
+                      settings={"temperature": 0.0, "max_reply_tokens": 64, "max_turns": 2},
+                      approval_rules=rules, approver=approver)
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(zip(("path", "summary"), evaluate(req))), daemon=True)
+    thread.start()
+    denied, end = 0, time.monotonic() + 300
+    try:
+        with httpx.Client(timeout=10) as client:
+            while thread.is_alive():      # deny whatever waits, until the job ends
+                assert time.monotonic() < end, "the eval did not finish"
+                for p in client.get(approver.url).json()["pending"]:
+                    denied += client.post(f"{approver.url}/{p['id']}", json={
+                        "allow": False, "reason": "over http"}).status_code == 200
+                time.sleep(0.05)
+    finally:
+        approver.close()
+        thread.join(timeout=60)
+    assert denied >= 1 and done["summary"]["counts"]["failed"] == 1
+    turns = json.loads(next(done["path"].glob("*__0/agent/trajectory.json")).read_text())["turns"]
+    assert turns[0]["kind"] == "denied" and turns[0]["observation"].endswith("over http")
+    assert turns[0]["approval"]["by"] == "http"
+
+
+def test_reviewer_options_are_checked():
+    assert parse_address("8765") == ("127.0.0.1", 8765) and parse_address("0.0.0.0:80") == ("0.0.0.0", 80)
+    assert open_approver(False, None, [], 1.0, "X") == (None, [])
+    for args, message in [((True, "1", []), "pick one"), ((False, None, ["^rm"]), "needs --approve"),
+                          ((True, None, ["(bad"]), "not a regex"), ((False, "nope", []), "HOST:"),
+                          ((False, "0.0.0.0:0", []), "without a token")]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            open_approver(*args, 1.0, "POSTTRAIN_NO_SUCH_TOKEN")
+    with pytest.raises(ConfigError, match="text protocol"):
+        EvalConditions(model="m", protocol="tools", k=1, approval=DEFAULT_RULES)
+    rules = EvalConditions(model="m", protocol="text", k=1, approval=("^rm",))
+    assert rules.to_dict()["approval"] == ["^rm"] and EvalConditions.from_dict(rules.to_dict()) == rules
+    assert "approval" not in EvalConditions(model="m", protocol="text", k=1).to_dict()
