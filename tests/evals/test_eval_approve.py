@@ -2,7 +2,8 @@
 the pane and answers with `tmux send-keys`. The tiny model is fine-tuned to solve a make-dir task
 with one mkdir (make_dir_model.py); the rule matches that mkdir. Denied in attempt 0 (the reason
 is the observation and the task fails), allowed in attempt 1 (it runs and the task passes).
-Then the same job with the HTTP reviewer, denied by a client; and the reviewer options' errors."""
+Then the same job with the HTTP reviewer, denied by a client; the tools protocol over HTTP; and
+the reviewer options' errors."""
 
 import json
 import os
@@ -19,7 +20,6 @@ import httpx
 import pytest
 from make_dir_model import make_dir_checkpoint
 
-from posttrain.agent.approval import DEFAULT_RULES
 from posttrain.agent.approval_terminal import QUESTION
 from posttrain.errors import ConfigError
 from posttrain.evals.approvers import open_approver, parse_address
@@ -134,8 +134,36 @@ def test_reviewer_options_are_checked():
                           ((False, "0.0.0.0:0", []), "without a token")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             open_approver(*args, 1.0, "POSTTRAIN_NO_SUCH_TOKEN")
-    with pytest.raises(ConfigError, match="text protocol"):
-        EvalConditions(model="m", protocol="tools", k=1, approval=DEFAULT_RULES)
     rules = EvalConditions(model="m", protocol="text", k=1, approval=("^rm",))
     assert rules.to_dict()["approval"] == ["^rm"] and EvalConditions.from_dict(rules.to_dict()) == rules
     assert "approval" not in EvalConditions(model="m", protocol="text", k=1).to_dict()
+
+
+def test_tools_protocol_denied_over_http(tmp_path, task_dir, oracle):
+    from scripted_server import Script, serve
+
+    approver, rules = open_approver(False, "0", ["."], 120.0, "POSTTRAIN_NO_SUCH_TOKEN")
+    done = {}
+    with serve(Script(oracle)) as url:
+        req = EvalRequest(str(task_dir), "scripted", k=1, jobs=2, base_url=url, job="tools",
+                          jobs_dir=str(tmp_path / "jobs"), approval_rules=rules, approver=approver)
+        thread = threading.Thread(target=lambda: done.update(zip(("path", "summary"), evaluate(req))),
+                                  daemon=True)
+        thread.start()
+        end = time.monotonic() + 300
+        try:
+            with httpx.Client(timeout=10) as client:
+                while thread.is_alive():
+                    assert time.monotonic() < end, "the eval did not finish"
+                    for p in client.get(approver.url).json()["pending"]:
+                        client.post(f"{approver.url}/{p['id']}", json={"allow": False, "reason": "no"})
+                    time.sleep(0.05)
+        finally:
+            approver.close()
+            thread.join(timeout=60)
+    s = done["summary"]
+    assert s["protocol"] == "tools" and s["counts"]["failed"] == s["n_trials"] == len(oracle)
+    traj = json.loads(next(done["path"].glob("*__0/agent/trajectory.json")).read_text())
+    tool_replies = [m["content"] for m in traj["messages"] if m["role"] == "tool"]
+    assert tool_replies[0] == "Action denied by the reviewer: no" and traj["submitted"]
+    assert traj["approvals"][0]["allow"] is False and traj["approvals"][0]["by"] == "http"

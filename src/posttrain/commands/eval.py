@@ -60,7 +60,7 @@ def run_eval(
     otel_endpoint: Optional[str] = typer.Option(None, help="Text protocol: send a trace per trial (a span "
                                                 "per step) to this OTLP/HTTP collector, e.g. "
                                                 "http://127.0.0.1:4318/v1/traces."),
-    approve: bool = typer.Option(False, "--approve", help="Text protocol: ask on this terminal before "
+    approve: bool = typer.Option(False, "--approve", help="Ask on this terminal before "
                                  "a command that an --approve-rule matches runs; a denial is the observation."),
     approve_http: Optional[str] = typer.Option(None, "--approve-http", metavar="[HOST:]PORT",
                                                help="As --approve, but pending approvals are served over "

@@ -62,8 +62,6 @@ class EvalConditions:
             raise ConfigError("max infra retries must be >= 0")
         if self.protocol == "tools" and any(spec != "keep_all" for _, spec in self.context):
             raise ConfigError("--context policies apply to the text protocol; the tools agent keeps all")
-        if self.protocol == "tools" and self.approval:
-            raise ConfigError("--approve applies to the text protocol; the tools agent has no reviewer yet")
 
     def to_dict(self) -> dict:
         d = asdict(self)

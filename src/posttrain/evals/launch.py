@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from posttrain.agent.approval import ApprovalConfig, gate_for
 from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
@@ -154,7 +155,8 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         sandboxes.close()
         client.close()
 
-    return ToolExecutor(client, c, sandboxes, req.jobs), close
+    gate = gate_for(ApprovalConfig(on=bool(c.approval), rules=list(c.approval)), req.approver)
+    return ToolExecutor(client, c, sandboxes, req.jobs, gate), close
 
 
 def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None = None,

@@ -36,11 +36,12 @@ class ToolExecutor:
     conditions: EvalConditions
     sandboxes: TaskSandboxes
     n_jobs: int
+    gate: object = None     # --approve: agent/approval.py's Gate
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         with ThreadPoolExecutor(self.n_jobs) as pool:
             futures = [pool.submit(run_tool_trial, t, a, self.client, self.conditions,
-                                   self.sandboxes) for t, a in items]
+                                   self.sandboxes, self.gate) for t, a in items]
             for f in as_completed(futures):
                 yield f.result()
 
