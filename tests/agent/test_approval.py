@@ -2,6 +2,8 @@
 the approval server answered over HTTP by a test client. A denied command never runs and its
 denial is the observation; an allowed one runs; one nobody answers is denied by the timeout."""
 
+import io
+import os
 import threading
 import time
 
@@ -10,10 +12,10 @@ import pytest
 from engine_server import ScriptedEngineServer, agent_tokenizer
 
 from posttrain.agent import loop
-from posttrain.agent.approval import (DEFAULT_RULES, ApprovalConfig, ApprovalPolicy, Decision, Gate,
-                                      gate_for)
+from posttrain.agent.approval import (DEFAULT_RULES, ApprovalConfig, ApprovalPolicy, ApprovalRequest,
+                                      Decision, Gate, gate_for)
 from posttrain.agent.approval_http import HttpApprover
-from posttrain.agent.approval_terminal import parse_answer
+from posttrain.agent.approval_terminal import QUESTION, TerminalApprover, parse_answer
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.engine.base import SamplingParams
@@ -52,6 +54,13 @@ def run_in_thread(tok, task, replies, gate, **cfg):
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread, out, server
+
+
+def wait_for(condition, deadline_s=60.0) -> None:
+    end = time.monotonic() + deadline_s
+    while not condition():
+        assert time.monotonic() < end, "the condition never held"
+        time.sleep(0.01)
 
 
 def next_pending(client, url, seen: set, deadline_s=60.0) -> dict:
@@ -157,3 +166,66 @@ def test_exposed_server_needs_a_token():
                           headers={"Authorization": "Bearer s3cret"}).status_code == 404
     finally:
         approver.close()
+
+
+def test_terminal_approver_over_a_pipe_asks_again_and_cancels():
+    read_fd, write_fd = os.pipe()
+    out = io.StringIO()
+    with open(read_fd, encoding="utf-8") as inp, open(write_fd, "w", encoding="utf-8") as typed:
+        approver = TerminalApprover(inp, out)
+        request = ApprovalRequest("t", 0, 1, 2, "rm -rf /", DEFAULT_RULES[0])
+        typed.write("maybe\nn  not today\n")
+        typed.flush()
+        assert approver.decide(request) == Decision(False, "not today", "terminal")
+        assert out.getvalue().count(QUESTION) == 2 and "turn 2 wants to run:\n    rm -rf /" in out.getvalue()
+        waiting = {}
+        thread = threading.Thread(target=lambda: waiting.update(d=approver.decide(request)))
+        thread.start()
+        wait_for(lambda: out.getvalue().count(QUESTION) == 3)     # the question is on the screen
+        approver.cancel()
+        thread.join(timeout=60)
+        assert waiting["d"].by == "cancelled" and not waiting["d"].allow
+        typed.write("y\n")                        # a later question is asked again
+        typed.flush()
+        assert approver.decide(request) == Decision(True, "", "terminal")
+
+
+class CrashingForSlot0:
+    """Slot 1's review waits on the HTTP approver; then slot 0's raises (a bug)."""
+
+    def __init__(self, http):
+        self.http = http
+
+    def decide(self, request):
+        if request.slot == 0:
+            wait_for(self.http.listing)
+            raise RuntimeError("the reviewer crashed")
+        return self.http.decide(request)
+
+    def cancel(self):
+        self.http.cancel()
+
+
+def test_a_run_that_fails_cancels_the_question_still_waiting(tok, task):
+    http = HttpApprover(timeout_s=600).start()
+    server = ScriptedEngineServer(tok, ["<bash>rm -rf data</bash>", "<submit/>"])
+    engine = RemoteEngine(server.url, "scripted", timeout=30)
+    failed = {}
+
+    def run():
+        try:
+            loop.run_episodes([(task, 0), (task, 0)], engine, ChatFramer(tok), SamplingParams(seed=0),
+                              AgentConfig(max_turns=2), gate=Gate(ApprovalPolicy(DEFAULT_RULES),
+                                                                  CrashingForSlot0(http)))
+        except RuntimeError as e:
+            failed["error"] = str(e)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        thread.join(timeout=120)       # without the cancel it would wait out the 600 s timeout
+        assert not thread.is_alive() and failed["error"] == "the reviewer crashed"
+        assert http.listing() == []
+    finally:
+        engine.close()
+        http.close()
+        server.stop()

@@ -84,6 +84,10 @@ class Approver(Protocol):
         """Block until the request is allowed or denied (may be called from several threads)."""
         ...
 
+    def cancel(self) -> None:
+        """The run is ending (Ctrl-C, an error): deny the requests waiting now."""
+        ...
+
 
 class ApprovalPolicy:
     """Which commands need a verdict: the first regex rule found in it, or `match(command)`,

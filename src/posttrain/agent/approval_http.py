@@ -63,6 +63,7 @@ class HttpApprover:
             raise ConfigError(f"cannot serve approvals on {host}:{port}: {e.strerror}") from e
         self.host, self.port = host, self.sock.getsockname()[1]
         self.server = None
+        self.closed = ""        # once closed: why requests are no longer asked
 
     @property
     def url(self) -> str:
@@ -83,12 +84,19 @@ class HttpApprover:
             time.sleep(0.01)
         return self
 
-    def close(self) -> None:
-        """Stop serving; requests still waiting are denied."""
+    def cancel(self, reason: str = "the run ended before an answer") -> None:
+        """Deny the requests waiting now."""
         with self.lock:
             for p in self.pending.values():
-                p.decision = Decision(False, "the approval server closed", "http")
-                p.answered.set()
+                if p.decision is None:
+                    p.decision = Decision(False, reason, "cancelled")
+                    p.answered.set()
+
+    def close(self) -> None:
+        """Stop serving; what waits now, and anything asked later, is denied."""
+        with self.lock:
+            self.closed = "the approval server closed"
+        self.cancel(self.closed)
         if self.server is not None:
             self.server.should_exit = True
             self.thread.join(timeout=10)
@@ -96,6 +104,8 @@ class HttpApprover:
 
     def decide(self, request: ApprovalRequest) -> Decision:
         with self.lock:
+            if self.closed:
+                return Decision(False, self.closed, "cancelled")
             key = str(next(self.ids))
             self.pending[key] = pending = _Pending(request)
         answered = pending.answered.wait(self.timeout_s)

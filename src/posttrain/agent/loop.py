@@ -280,6 +280,10 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                 if store is not None:
                     alive = [lv for lv in now if not lv.done]
                     list(pool.map(lambda lv: _save(lv, store, turn + 1, engine.policy_version), alive))
+        except BaseException:   # Ctrl-C: an open question would keep the pool from closing
+            if gate is not None:    # (pool.map has cancelled the calls not started)
+                gate.approver.cancel()
+            raise
         finally:
             list(pool.map(lambda lv: _finish(lv, store), lives))
     if tracer is not None:
