@@ -48,7 +48,7 @@ class Turn:
     """One agent action and what the sandbox answered."""
 
     action: str
-    kind: Literal["bash", "submit", "malformed", "unterminated"]
+    kind: Literal["bash", "submit", "malformed", "unterminated", "denied"]   # denied: by a reviewer
     observation: str
     exec_result: ExecResult | None = None
 
@@ -67,10 +67,10 @@ class Segment:
 
 @dataclass
 class Step:
-    """One timed step of an episode: a model call, a tool call, the verifier, or a checkpoint's
-    snapshot or restore (for traces)."""
+    """One timed step of an episode: a model call, a tool call, a reviewer's verdict, the
+    verifier, or a checkpoint's snapshot or restore (for traces)."""
 
-    kind: Literal["model", "tool", "verifier", "snapshot", "restore"]
+    kind: Literal["model", "tool", "approval", "verifier", "snapshot", "restore"]
     turn: int
     start_s: float                  # time.time() at its start
     duration_s: float

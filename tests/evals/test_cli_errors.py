@@ -71,3 +71,8 @@ def test_step_dir_is_accepted_for_its_model(tmp_path, task_dir):
     (tmp_path / "step-3" / "model" / "config.json").write_text("{}")
     c = build_conditions(EvalRequest(str(task_dir), str(tmp_path / "step-3")), load_tasks(task_dir))
     assert c.model == str((tmp_path / "step-3" / "model").resolve())
+
+
+def test_approve_rule_without_a_reviewer(tmp_path, task_dir):
+    r = posttrain("eval", "--tasks", str(task_dir), "--model", "m", "--approve-rule", "^rm", cwd=tmp_path)
+    _one_line_error(r, "--approve-rule needs --approve or --approve-http")

@@ -1,62 +1,25 @@
 """The text protocol over HTTP: a posttrain-trained model behind `posttrain serve`'s app on
 loopback, evaluated through --base-url with the same text protocol `rl` trains it in.
 
-The tiny Llama is fine-tuned here, in seconds, on the embedded chat layout to solve one make-dir
-task: `<bash>STEP</bash>`, then `<submit/>`. Through the tool-calling protocol such a model can
-only score model_error; through the text protocol it passes, exactly as it does locally.
+The tiny Llama is fine-tuned here, in seconds, to solve one make-dir task (make_dir_model.py).
+Through the tool-calling protocol such a model can only score model_error; through the text
+protocol it passes, exactly as it does locally.
 """
 
 import json
 
 import pytest
-import torch
+from make_dir_model import make_dir_checkpoint
 from scripted_server import serve_app
 
-from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.launch import EvalRequest, evaluate
-from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.serve.app import create_app
-from posttrain.tasks import load_tasks
-from posttrain.tasks.suites import terminal_basics
-
-
-def _sequences(framer, task):
-    """(context, reply) token ids for both turns of the oracle in the text protocol."""
-    (step,) = task.oracle_steps()
-    prompt, first = framer.prompt(task.instruction), framer.reply(f"<bash>{step}</bash>")
-    after = prompt + first + framer.observation("(no output)")
-    return [(prompt, first), (after, framer.reply("<submit/>"))]
-
-
-def _fine_tune(model, seqs, steps=200):
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is faster, and much faster on a busy box
-    try:
-        for _ in range(steps):
-            loss = sum(torch.nn.functional.cross_entropy(
-                model(input_ids=torch.tensor([p + r])).logits[0, len(p) - 1:-1], torch.tensor(r)) for p, r in seqs)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if loss.item() < 0.02:  # greedy decoding reproduces both replies well before this
-                break
-    finally:
-        torch.set_num_threads(threads)
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    d = tmp_path_factory.mktemp("text_endpoint")
-    terminal_basics.generate(d / "tasks", 1, seed=3, split="heldout", families=["make-dir"])
-    task = load_tasks(d / "tasks")[0]
-    (step,) = task.oracle_steps()
-    tok = build_tokenizer([SYSTEM_PROMPT, task.instruction, f"<bash>{step}</bash>", "<submit/>"] * 5, vocab_size=400)
-    torch.manual_seed(0)
-    model = _fine_tune(build_tiny_model(len(tok), seed=0), _sequences(ChatFramer(tok), task))
-    return d / "tasks", save_policy(model, tok, d / "run" / "step-1" / "model"), model, tok
+    return make_dir_checkpoint(tmp_path_factory.mktemp("text_endpoint"))
 
 
 def test_text_protocol_through_an_endpoint_scores_like_local(tmp_path, trained):

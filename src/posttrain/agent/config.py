@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from posttrain.agent.approval import ApprovalConfig
 from posttrain.config_base import StrictModel
 from posttrain.otel import OtelConfig
 from posttrain.schedule.config import ContextConfig
@@ -22,6 +23,7 @@ class AgentConfig(StrictModel):
     retry_backoff_s: float = Field(0.5, ge=0)       # first wait; doubles each retry
     retry_backoff_max_s: float = Field(8.0, ge=0)
     otel: OtelConfig | None = None                  # [agent.otel]: a span per step (agent/traces.py)
+    approval: ApprovalConfig = ApprovalConfig()     # [agent.approval]: off; eval --approve (agent/approval.py)
 
     @model_validator(mode="after")
     def _backoff_order(self):

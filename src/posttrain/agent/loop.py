@@ -7,7 +7,9 @@ sandboxes concurrently, append the observations. Engine and sandbox faults are r
 An episode ends on <submit/>, the turn limit, the task's agent timeout or the
 context limit; then its tests run and give the reward. Every model call, command and
 verifier run is timed as a Step (agent/traces.py exports them as spans). With a store, each
-episode is checkpointed after every turn and resumed from there (agent/checkpoint.py).
+episode is checkpointed after every turn and resumed from there (agent/checkpoint.py). With a Gate
+(agent/approval.py), a command its policy matches waits for a reviewer first; a denied one is
+an observation, and the wait is an approval Step that does not count against the agent timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from posttrain.agent.approval import NO_APPROVER, ApprovalRequest, Decision, Gate, denied_observation
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
@@ -26,6 +29,7 @@ from posttrain.agent.protocol import MALFORMED_HINT, UNTERMINATED_HINT, parse_ac
 from posttrain.agent.retry import EpisodeFault, FaultClass, with_retries
 from posttrain.agent.trial import open_task_sandbox, verify
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.errors import ConfigError
 from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
 from posttrain.types import Completion, Episode, Step, Turn
@@ -126,7 +130,25 @@ def _exec(live: _Live, command: str, timeout_s: float, cfg: AgentConfig):
     return result
 
 
-def _act(live: _Live, text: str, action, cfg: AgentConfig) -> str | None:
+def _review(live: _Live, command: str, gate: Gate) -> Decision | None:
+    """None if the gate's policy lets the command through; else the reviewer's verdict, its wait
+    timed as an approval Step and given back to the agent's clock (a person's time is not its)."""
+    rule = gate.policy.rule_for(command)
+    if rule is None:
+        return None
+    ep = live.episode
+    request = ApprovalRequest(ep.task_id, ep.group_id, live.slot, len(ep.turns), command, rule)
+    t0, p0 = time.time(), time.perf_counter()
+    decision = gate.approver.decide(request)
+    waited = time.perf_counter() - p0
+    live.started += waited
+    ep.timings["approval_wait_s"] = ep.timings.get("approval_wait_s", 0.0) + waited
+    ep.steps.append(Step("approval", request.turn, t0, waited, {
+        "allow": decision.allow, "reason": decision.reason, "by": decision.by, "rule": rule}))
+    return decision
+
+
+def _act(live: _Live, text: str, action, cfg: AgentConfig, gate: Gate | None) -> str | None:
     """Run the action; return the observation, or None if the episode is over."""
     if action.kind == "submit":
         live.episode.turns.append(Turn(text, "submit", ""))
@@ -135,6 +157,10 @@ def _act(live: _Live, text: str, action, cfg: AgentConfig) -> str | None:
         hint = MALFORMED_HINT if action.kind == "malformed" else UNTERMINATED_HINT
         live.episode.turns.append(Turn(text, action.kind, hint))
         return hint
+    if gate is not None and (verdict := _review(live, action.command, gate)) and not verdict.allow:
+        obs = denied_observation(verdict)
+        live.episode.turns.append(Turn(action.command, "denied", obs))
+        return obs
     left = float(live.task.config.agent.timeout_sec) - (time.perf_counter() - live.started)
     try:
         result = _exec(live, action.command, max(0.1, min(cfg.command_timeout_s, left)), cfg)
@@ -187,7 +213,7 @@ def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: A
 
 
 def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: SamplingParams,
-          cfg: AgentConfig, pool: ThreadPoolExecutor, own_streams: bool) -> None:
+          cfg: AgentConfig, pool: ThreadPoolExecutor, own_streams: bool, gate: Gate | None) -> None:
     for live in lives:
         _rewrite(live, engine, framer, cfg)
         if not live.done and len(live.episode.tokens) + cfg.max_reply_tokens > cfg.max_context:
@@ -196,7 +222,7 @@ def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: Sampli
     if not lives or (comps := _generate(lives, engine, params, cfg, own_streams)) is None:
         return
     replies = [_take_reply(lv, c, framer) for lv, c in zip(lives, comps)]
-    observations = list(pool.map(lambda a: _act(a[0], *a[1], cfg), zip(lives, replies)))
+    observations = list(pool.map(lambda a: _act(a[0], *a[1], cfg, gate), zip(lives, replies)))
     for live, obs in zip(lives, observations):
         if obs is None:
             live.done = True
@@ -231,13 +257,16 @@ def _finish(live: _Live, store: EpisodeStore | None, keep: bool) -> None:
 def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFramer,
                  params: SamplingParams, cfg: AgentConfig, contexts: list | None = None,
                  tracer=None, store: EpisodeStore | None = None,
-                 keep_finished: bool = False) -> list[Episode]:
+                 gate: Gate | None = None, keep_finished: bool = False) -> list[Episode]:
     """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
     ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
     `store`: checkpoint each episode after every turn, and resume those it holds; each episode
     then samples on its own stream, so a resumed one draws what it would have drawn;
+    `gate`: the commands that wait for a reviewer (agent/approval.py; needed if cfg.approval.on);
     `keep_finished`: leave a finished episode's last checkpoint for the caller to drop once it
     has written the result (a kill in between then redoes one turn, not the whole episode)."""
+    if gate is None and cfg.approval.on:
+        raise ConfigError(NO_APPROVER)
     contexts = contexts or [cfg.context] * len(jobs)
     seen: Counter = Counter()
     lives = []
@@ -254,10 +283,14 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                 turn_params = replace(params, max_tokens=cfg.max_reply_tokens, seed=seed,
                                       stop_token_ids=[framer.end_id])
                 now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
-                _turn(now, engine, framer, turn_params, cfg, pool, store is not None)
+                _turn(now, engine, framer, turn_params, cfg, pool, store is not None, gate)
                 if store is not None:
                     alive = [lv for lv in now if not lv.done]
                     list(pool.map(lambda lv: _save(lv, store, turn + 1, engine.policy_version), alive))
+        except BaseException:   # Ctrl-C: an open question would keep the pool from closing
+            if gate is not None:    # (pool.map has cancelled the calls not started)
+                gate.approver.cancel()
+            raise
         finally:
             list(pool.map(lambda lv: _finish(lv, store, keep_finished), lives))
     if tracer is not None:

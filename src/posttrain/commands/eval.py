@@ -3,6 +3,7 @@
     posttrain eval --tasks DIR --model CKPT_DIR -k 5 --jobs 4
     posttrain eval --tasks DIR --model NAME --base-url http://host/v1 --api-key-env KEY -k 5
     posttrain eval --tasks DIR --model CKPT_DIR --base-url http://127.0.0.1:8000/v1   # text protocol
+    posttrain eval --tasks DIR --model CKPT_DIR --approve       # ask here before rm -rf and the like
     posttrain eval report jobs/JOB
     posttrain eval compare jobs/A jobs/B
 Rerunning the same command resumes the job; finished trials are not run again.
@@ -59,6 +60,17 @@ def run_eval(
     otel_endpoint: Optional[str] = typer.Option(None, help="Text protocol: send a trace per trial (a span "
                                                 "per step) to this OTLP/HTTP collector, e.g. "
                                                 "http://127.0.0.1:4318/v1/traces."),
+    approve: bool = typer.Option(False, "--approve", help="Ask on this terminal before "
+                                 "a command that an --approve-rule matches runs; a denial is the observation."),
+    approve_http: Optional[str] = typer.Option(None, "--approve-http", metavar="[HOST:]PORT",
+                                               help="As --approve, but pending approvals are served over "
+                                               "HTTP for a UI (GET /approvals, POST /approvals/ID)."),
+    approve_rule: list[str] = typer.Option([], "--approve-rule", help=_SET + " A regex searched in each "
+                                           "command; repeatable. Default: rm -r/-f, curl|sh, dd, mkfs, ..."),
+    approve_timeout: float = typer.Option(600.0, callback=positive, help="--approve-http: seconds a request "
+                                          "waits for an answer; then it is denied."),
+    approve_token_env: str = typer.Option("POSTTRAIN_APPROVAL_TOKEN", help="--approve-http: the variable "
+                                          "holding the bearer token (needed off loopback)."),
 ) -> None:
     """Run (or resume) an eval job: every task k times, results under JOBS_DIR/JOB."""
     if ctx.invoked_subcommand:
@@ -69,6 +81,7 @@ def run_eval(
     if not base_url:
         existing_dir(tasks, "--tasks")
     writable_dir(jobs_dir, "--jobs-dir")
+    from posttrain.evals.approvers import open_approver
     from posttrain.evals.launch import EvalRequest, evaluate
     from posttrain.evals.table import print_summary, progress_hooks
 
@@ -80,8 +93,16 @@ def run_eval(
                       prices, settings=settings, protocol=protocol, served_model=served_model,
                       context=list(context), otel_endpoint=otel_endpoint)
     console = Console()
-    with progress_hooks(console) as (on_start, on_trial):
-        path, summary = evaluate(req, on_start, on_trial)
+    req.approver, req.approval_rules = open_approver(approve, approve_http, list(approve_rule),
+                                                     approve_timeout, approve_token_env)
+    if approve_http:
+        console.print(f"approvals: GET/POST {req.approver.url}")
+    try:    # a live bar would draw over the terminal's questions: plain lines then
+        with progress_hooks(console, live=not approve) as (on_start, on_trial):
+            path, summary = evaluate(req, on_start, on_trial)
+    finally:
+        if req.approver is not None:
+            req.approver.close()
     print_summary(console, summary, path)
 
 

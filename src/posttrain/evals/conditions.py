@@ -1,7 +1,8 @@
 """The conditions an eval job runs under, recorded once and refused if changed within the job.
 
 Everything that can change a score is here (model, protocol, sampling, turn and time
-limits, tools, each domain's context policy, seed, retry and denominator policy, the task set's
+limits, tools, each domain's context policy, the approval rules, seed, retry and denominator
+policy, the task set's
 content digest, and for a local checkpoint a digest of its weights, config and tokenizer: the
 same path with new weights is another job).
 Concurrency (`--jobs`) and the API key are deliberately not: they must not change results.
@@ -44,6 +45,7 @@ class EvalConditions:
     task_ids: tuple[str, ...] = field(default_factory=tuple)
     task_groups: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # id, domain, level
     context: tuple[tuple[str, str], ...] = ()  # (domain or "*", policy spec): evals/contexts.py
+    approval: tuple[str, ...] = ()  # --approve: the rules whose commands wait for a reviewer
 
     def __post_init__(self):
         if self.protocol not in ("text", "tools"):
@@ -66,8 +68,10 @@ class EvalConditions:
         d["tools"], d["task_ids"] = list(self.tools), list(self.task_ids)
         d["task_groups"] = [list(g) for g in self.task_groups]
         d["context"] = [list(c) for c in self.context]
-        if not self.context:        # keep_all everywhere: as before, so old job names still match
-            del d["context"]
+        d["approval"] = list(self.approval)
+        for name in ("context", "approval"):   # unset: as before, so old job names still match
+            if not d[name]:
+                del d[name]
         return d
 
     @classmethod
@@ -78,6 +82,7 @@ class EvalConditions:
         d["task_ids"] = tuple(d.get("task_ids", ()))
         d["task_groups"] = tuple(tuple(g) for g in d.get("task_groups", ()))
         d["context"] = tuple(tuple(c) for c in d.get("context", ()))
+        d["approval"] = tuple(d.get("approval", ()))
         return cls(**d)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from posttrain.agent.approval import ApprovalConfig, gate_for
 from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
@@ -48,6 +49,8 @@ class EvalRequest:
     served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
     context: list[str] = field(default_factory=list)  # --context [DOMAIN=]SPEC (evals/contexts.py)
     otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
+    approval_rules: list[str] = field(default_factory=list)  # --approve: commands that wait for...
+    approver: object = None           # ...this reviewer (agent/approval_terminal.py, approval_http.py)
 
 
 def read_tasks(tasks_dir: str) -> list[Task]:
@@ -95,7 +98,8 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
                           model_digest=digest, task_groups=task_groups(tasks),
-                          context=parse_contexts(req.context), **settings)
+                          context=parse_contexts(req.context), approval=tuple(req.approval_rules),
+                          **settings)
 
 
 def open_endpoint(req: EvalRequest, c: EvalConditions) -> ChatClient | None:
@@ -130,7 +134,8 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         close_client = client.close if client else (lambda: None)
         try:
             checkpoints = job_path / ".episodes" if job_path else None
-            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints)
+            executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints,
+                                          req.approver)
         except BaseException:
             close_client()
             raise
@@ -150,7 +155,8 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         sandboxes.close()
         client.close()
 
-    return ToolExecutor(client, c, sandboxes, req.jobs), close
+    gate = gate_for(ApprovalConfig(on=bool(c.approval), rules=list(c.approval)), req.approver)
+    return ToolExecutor(client, c, sandboxes, req.jobs, gate), close
 
 
 def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None = None,

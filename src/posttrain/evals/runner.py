@@ -36,13 +36,21 @@ class ToolExecutor:
     conditions: EvalConditions
     sandboxes: TaskSandboxes
     n_jobs: int
+    gate: object = None     # --approve: agent/approval.py's Gate
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         with ThreadPoolExecutor(self.n_jobs) as pool:
             futures = [pool.submit(run_tool_trial, t, a, self.client, self.conditions,
-                                   self.sandboxes) for t, a in items]
-            for f in as_completed(futures):
-                yield f.result()
+                                   self.sandboxes, self.gate) for t, a in items]
+            try:
+                for f in as_completed(futures):
+                    yield f.result()
+            except BaseException:   # Ctrl-C: trials not started and open questions would keep
+                for f in futures:   # the pool from closing
+                    f.cancel()
+                if self.gate is not None:
+                    self.gate.approver.cancel()
+                raise
 
 
 def pending_trials(tasks: list[Task], k: int, done: set[tuple[str, int]]) -> list[tuple[Task, int]]:

@@ -14,10 +14,11 @@ from posttrain.evals.stats import PairedDiff
 
 
 @contextmanager
-def progress_hooks(console: Console):
-    """(on_start, on_trial) callbacks that drive one progress bar over the job's trials."""
+def progress_hooks(console: Console, live: bool = True):
+    """(on_start, on_trial) callbacks that drive one progress bar over the job's trials (not
+    live: a line per trial instead, for a terminal that also asks questions)."""
     progress = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[info]}"), console=console)
+                        TextColumn("{task.fields[info]}"), console=console, disable=not live)
     state = {"id": None, "passed": 0, "done": 0}
 
     def on_start(path: Path, total: int, already: int) -> None:
@@ -29,6 +30,8 @@ def progress_hooks(console: Console):
         state["passed"] += rec.status == "passed"
         info = f"passed {state['passed']}/{state['done']} this run  last: {rec.status}"
         progress.update(state["id"], advance=1, info=info)
+        if not live:
+            console.print(f"trial {rec.task_name} #{rec.attempt}: {rec.status}  ({info})")
 
     with progress:
         yield on_start, on_trial

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from posttrain.agent.approval import ApprovalConfig, Gate, gate_for
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
@@ -39,12 +40,13 @@ def prompt_lengths(loss_mask: list[int]) -> list[int]:
 
 def turn_rows(ep: Episode) -> list[dict]:
     """Each turn of the transcript with its timings: seconds from the episode's first step to
-    the model call, the model's and the command's seconds, the command's exit code."""
+    the model call, the model's and the command's seconds, the command's exit code, and a
+    reviewer's verdict on it (with --approve)."""
     t0 = min((s.start_s for s in ep.steps), default=0.0)
     steps = {(s.kind, s.turn): s for s in ep.steps}
     rows = []
     for i, tr in enumerate(ep.turns):
-        model, tool = steps.get(("model", i)), steps.get(("tool", i))
+        model, tool, verdict = (steps.get((kind, i)) for kind in ("model", "tool", "approval"))
         rows.append({"action": tr.action, "kind": tr.kind, "observation": tr.observation,
                      "exit_code": tr.exec_result.exit_code if tr.exec_result else None,
                      "duration_s": tr.exec_result.duration_s if tr.exec_result else None,
@@ -52,7 +54,9 @@ def turn_rows(ep: Episode) -> list[dict]:
                      "model_s": round(model.duration_s, 4) if model else None,
                      "tool_s": round(tool.duration_s, 4) if tool else None,
                      "tokens_in": model.attributes.get("tokens_in") if model else None,
-                     "tokens_out": model.attributes.get("tokens_out") if model else None})
+                     "tokens_out": model.attributes.get("tokens_out") if model else None,
+                     **({"approval": {**verdict.attributes, "wait_s": round(verdict.duration_s, 4)}}
+                        if verdict else {})})
     return rows
 
 
@@ -101,6 +105,7 @@ class TextExecutor:
     n_jobs: int
     tracer: object = None       # agent/traces.py's EpisodeTracer, or None
     store: EpisodeStore | None = None   # per-turn checkpoints of the episodes in flight
+    gate: Gate | None = None    # --approve: the commands that wait for a reviewer
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         c = self.conditions
@@ -112,7 +117,7 @@ class TextExecutor:
             try:
                 contexts = task_contexts(c.context, [t for t, _ in batch])
                 episodes = run_episodes(batch, self.engine, self.framer, params, self.agent_config,
-                                        contexts, self.tracer, self.store, keep_finished=True)
+                                        contexts, self.tracer, self.store, self.gate, keep_finished=True)
             except Exception as e:  # the engine or loop broke: the batch's trials are infra errors
                 error = f"{type(e).__name__}: {e}"
                 episodes = [Episode(t.id, a, status="infra_error", error=error) for t, a in batch]
@@ -131,12 +136,14 @@ class TextExecutor:
 
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
-                       otel_endpoint: str | None = None, checkpoints: Path | None = None) -> TextExecutor:
+                       otel_endpoint: str | None = None, checkpoints: Path | None = None,
+                       approver=None) -> TextExecutor:
     """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
     ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
     out, so the model sees exactly the tokens it sampled, as in `rl`). With otel_endpoint, each
     trial's steps go there as one trace; with checkpoints, a killed job's episodes resume at
-    their last completed turn (agent/checkpoint.py)."""
+    their last completed turn (agent/checkpoint.py); with c.approval rules, a command they match
+    waits for `approver` (agent/approval.py)."""
     from posttrain.agent.framing import framer_for
 
     if client is None:
@@ -150,7 +157,8 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None
     max_ctx = int(getattr(config, "max_position_embeddings", 2048) or 2048)
     cfg = AgentConfig(max_turns=c.max_turns, max_reply_tokens=c.max_reply_tokens,
                       observation_budget=c.observation_budget, command_timeout_s=c.command_timeout_s,
-                      max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs))
+                      max_context=max_ctx, sandbox_backend=backend, workers=max(1, n_jobs),
+                      approval=ApprovalConfig(on=bool(c.approval), rules=list(c.approval)))
     tracer = None
     if otel_endpoint:
         from posttrain.agent.traces import EpisodeTracer
@@ -158,7 +166,8 @@ def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None
 
         tracer = EpisodeTracer(OtelConfig(endpoint=otel_endpoint, service_name="posttrain-eval"))
     store = EpisodeStore(checkpoints) if checkpoints else None
-    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer, store)
+    return TextExecutor(engine, framer_for(tokenizer), c, cfg, n_jobs, tracer, store,
+                        gate_for(cfg.approval, approver))
 
 
 def _endpoint_engine(checkpoint: str, client):

@@ -3,7 +3,9 @@
 Each turn: one chat completion; every tool call in the reply is answered with a `tool`
 message (command output, or an error for a malformed call). The agent phase ends on
 `submit`, the turn limit, the agent timeout, a context overflow, an endpoint failure, or
-MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error).
+MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error). With a Gate
+(agent/approval.py), a bash call its policy matches waits for a reviewer; a denied one is
+answered with the denial, and the wait is added to the agent's deadline.
 A reply without structured `tool_calls` whose text holds Hermes-style `<tool_call>` blocks
 is read as those calls (what vLLM's hermes parser does server-side), so models served
 without a tool-call parser, such as by `posttrain serve`, can still act.
@@ -16,6 +18,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from posttrain.agent.approval import ApprovalRequest, Gate, denied_observation
 from posttrain.agent.protocol import format_observation
 from posttrain.evals.chatclient import ChatClient, ContextOverflow, ModelError
 from posttrain.sandbox import Sandbox
@@ -51,6 +54,8 @@ class AgentRun:
     sandbox_s: float = 0.0
     n_malformed: int = 0
     submitted: bool = False
+    deadline: float = 0.0       # perf_counter; a reviewer's wait moves it on
+    approvals: list[dict] = field(default_factory=list)  # each verdict, for the trajectory
 
 
 @dataclass(frozen=True)
@@ -104,30 +109,32 @@ def parse_tool_call(call: dict, allowed: tuple[str, ...]) -> tuple[str, dict, st
 
 
 def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: AgentLimits,
-              tools: tuple[str, ...]) -> AgentRun:
+              tools: tuple[str, ...], gate: Gate | None = None, trial: tuple[str, int] = ("", 0)) -> AgentRun:
+    """The agent phase; `trial` (task id, attempt) names it to the gate's reviewer."""
     run = AgentRun(messages=[{"role": "system", "content": SYSTEM_PROMPT},
                              {"role": "user", "content": instruction}])
     specs = [TOOL_SPECS[t] for t in tools]
-    deadline = time.perf_counter() + limits.timeout_s
+    run.deadline = time.perf_counter() + limits.timeout_s
     in_a_row = 0
     for turn in range(limits.max_turns):
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= run.deadline:
             run.status = "agent_timeout"
             break
         sampling = dict(limits.sampling, seed=_turn_seed(limits.sampling.get("seed"), turn))
         try:
-            reply = client.chat(run.messages, specs, deadline=deadline, **sampling)
+            reply = client.chat(run.messages, specs, deadline=run.deadline, **sampling)
         except ContextOverflow as e:
             run.status, run.error = "context_overflow", str(e)
             break
         except ModelError as e:  # past the deadline it is the agent's time that ran out
-            late = time.perf_counter() >= deadline
+            late = time.perf_counter() >= run.deadline
             run.status, run.error = ("agent_timeout" if late else "model_error"), str(e)
             break
         run.prompt_tokens += reply.prompt_tokens
         run.completion_tokens += reply.completion_tokens
         run.model_s += reply.latency_s
-        usable = _answer(run, reply.message, sandbox, limits, deadline, tools)
+        review = None if gate is None else (gate, *trial, turn)
+        usable = _answer(run, reply.message, sandbox, limits, tools, review)
         run.turns.append({"turn": turn, "latency_s": reply.latency_s, "retries": reply.retries,
                           "prompt_tokens": reply.prompt_tokens,
                           "completion_tokens": reply.completion_tokens,
@@ -139,10 +146,25 @@ def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: Ag
             run.status = "model_error"
             run.error = f"{in_a_row} replies in a row without a usable tool call"
             break
-        if time.perf_counter() >= deadline:
+        if time.perf_counter() >= run.deadline:
             run.status = "agent_timeout"
             break
     return run
+
+
+def _review(run: AgentRun, command: str, review: tuple) -> str | None:
+    """The denial to answer instead of running the command; None to run it."""
+    gate, task_id, attempt, turn = review
+    rule = gate.policy.rule_for(command)
+    if rule is None:
+        return None
+    t0 = time.perf_counter()
+    verdict = gate.approver.decide(ApprovalRequest(task_id, attempt, 0, turn, command, rule))
+    waited = time.perf_counter() - t0
+    run.deadline += waited
+    run.approvals.append({"turn": turn, "command": command, "rule": rule, "allow": verdict.allow,
+                          "reason": verdict.reason, "by": verdict.by, "wait_s": round(waited, 4)})
+    return None if verdict.allow else denied_observation(verdict)
 
 
 def _turn_seed(seed, turn: int):
@@ -150,8 +172,9 @@ def _turn_seed(seed, turn: int):
 
 
 def _answer(run: AgentRun, message: dict, sandbox: Sandbox, limits: AgentLimits,
-            deadline: float, tools: tuple[str, ...]) -> bool:
-    """Append the assistant message and one tool message per call; True if any call was usable."""
+            tools: tuple[str, ...], review: tuple | None) -> bool:
+    """Append the assistant message and one tool message per call; True if any call was usable.
+    review: (gate, task id, attempt, turn) when commands may wait for a reviewer."""
     calls = message.get("tool_calls") or []
     calls = calls if isinstance(calls, list) else []
     content = message.get("content") or ""
@@ -171,9 +194,11 @@ def _answer(run: AgentRun, message: dict, sandbox: Sandbox, limits: AgentLimits,
             content = err
         elif name == "submit":
             usable, run.submitted, content = True, True, "submitted"
+        elif review is not None and (denial := _review(run, args["command"], review)):
+            usable, content = True, denial
         else:
             usable = True
-            left = max(0.1, deadline - time.perf_counter())
+            left = max(0.1, run.deadline - time.perf_counter())
             result = sandbox.exec(args["command"], timeout_s=min(limits.command_timeout_s, left))
             run.sandbox_s += result.duration_s
             content = format_observation(result, limits.observation_budget)

@@ -76,8 +76,9 @@ def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
 
 
 def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditions,
-                   sandboxes: TaskSandboxes) -> TrialOutput:
-    """Run one attempt; never raises for a trial-level failure, records it instead."""
+                   sandboxes: TaskSandboxes, gate=None) -> TrialOutput:
+    """Run one attempt; never raises for a trial-level failure, records it instead. gate: the
+    commands that wait for a reviewer (--approve)."""
     task = with_timeouts(task, c)
     rec = TrialRecord(task.id, attempt, "infra_error", None, started_at=now_iso())
     t0 = time.perf_counter()
@@ -97,7 +98,7 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
                              c.observation_budget,
                              {"temperature": c.temperature, "top_p": c.top_p,
                               "max_tokens": c.max_reply_tokens, "seed": c.seed * 1000 + attempt})
-        run = run_agent(task.instruction, sandbox, client, limits, c.tools)
+        run = run_agent(task.instruction, sandbox, client, limits, c.tools, gate, (task.id, attempt))
         t1 = time.perf_counter()
         verdict = verify(task, sandbox)
         rec.timings["verifier_s"] = time.perf_counter() - t1
@@ -154,4 +155,6 @@ def _finish(rec: TrialRecord, t0: float, run, files: dict, c: EvalConditions) ->
         rec.timings["model_s"], rec.timings["sandbox_s"] = run.model_s, run.sandbox_s
         trajectory["messages"], trajectory["turns"] = run.messages, run.turns
         trajectory["submitted"] = run.submitted
+        if run.approvals:
+            trajectory["approvals"] = run.approvals
     return TrialOutput(rec, trajectory, files)

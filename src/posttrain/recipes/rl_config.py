@@ -107,6 +107,15 @@ class RLRunConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _nobody_approves_in_rl(self):
+        # Rollouts run unattended and a reviewer's verdicts would be a reward signal nobody logs:
+        # intervention points are for `posttrain eval --approve` (agent/approval.py).
+        if self.agent.approval.on:
+            raise ValueError("agent.approval.on = true: rl runs unattended, with no reviewer to ask; "
+                             "intervention points are for `posttrain eval --approve`")
+        return self
+
+    @model_validator(mode="after")
     def _domains_are_sandbox_tasks(self):
         # [tasks] stands for one implicit domain (recipes/domains.py); single-turn prompts are no domain.
         if self.domains and self.tasks.kind in ("copy", "single-turn"):
