@@ -56,30 +56,27 @@ def loss_of(model, ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, VOCAB), ids[:, -N_DIGITS:].reshape(-1))
 
 
-def train(model, phases: list[tuple[int, tuple[int, ...], int]], lr: float, seed: int, log_every: int = 50) -> list:
-    """AdamW over phases of (steps, lengths, tokens per step): each step draws one of the lengths
-    and fills tokens // length samples of it. A short warm-up, then cosine decay over all steps;
-    returns [(step, length, loss)] every log_every steps."""
+def train(model, steps: int, lengths: tuple[int, ...], tokens: int, lr: float, seed: int,
+          log_every: int = 50) -> list:
+    """AdamW for `steps`, each on one of `lengths` (drawn at random) with tokens // length samples
+    of it; a short warm-up, then cosine decay. Returns [(step, length, loss)] every log_every steps."""
     rng = random.Random(seed)
-    total = sum(n for n, _, _ in phases)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    warm = max(total // 20, 1)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * s / total))))
+    warm = max(steps // 20, 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * s / steps))))
     model.train()
-    log, step = [], 0
-    for steps, lengths, tokens in phases:
-        for _ in range(steps):
-            length = rng.choice(lengths)
-            loss = loss_of(model, batch(rng, max(tokens // length, 1), length, (0.0, 1.0)))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            if step % log_every == 0 or step == total - 1:
-                log.append((step, length, round(loss.item(), 4)))
-                print(f"    step {step:4d} length {length} loss {loss.item():.4f}", flush=True)
-            step += 1
+    log = []
+    for step in range(steps):
+        length = rng.choice(lengths)
+        loss = loss_of(model, batch(rng, max(tokens // length, 1), length, (0.0, 1.0)))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % log_every == 0 or step == steps - 1:
+            log.append((step, length, round(loss.item(), 4)))
+            print(f"    step {step:4d} length {length} loss {loss.item():.4f}", flush=True)
     model.eval()
     return log
 
