@@ -11,7 +11,8 @@ that differ, |Δlogp| and k3 KL. Seconds on a CPU.
 
 passkey (--section passkey, its own JSON: bench/results/train_passkey.json): a tiny Llama trained
 at 512 tokens retrieves a passkey at 2,048 with no rope scaling, PI and YaRN (models/rope.py),
-each tuned for a few steps first (bench/parts/passkey_bench.py). About 15 minutes on 2 cores.
+each tuned for 200 steps first (bench/parts/passkey_bench.py). 38 minutes on 2 cores shared with
+another benchmark (the committed run); --quick: 60 mixed-length and 15 tuning steps.
 
     python bench/train.py [--quick] [--section long_step|moe|passkey] [--json PATH]  # --quick: 4,096 tokens
 

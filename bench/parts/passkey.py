@@ -63,7 +63,8 @@ def train(model, steps: int, lengths: tuple[int, ...], tokens: int, lr: float, s
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warm = max(steps // 20, 1)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * s / steps))))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, 0.5 * (1 + math.cos(math.pi * s / steps))))
     model.train()
     log = []
     for step in range(steps):

@@ -99,6 +99,6 @@ def table(r: dict) -> str:
              f"{'arm':<24}" + "".join(f"{b:>11}" for b in buckets) + f"{'all':>8}"]
     lines += [f"{name:<24}" + "".join(f"{acc[b]:>11.3f}" for b in buckets) + f"{acc['all']:>8.3f}"
               for name, acc in rows]
-    lines.append(f"near keys (last 10%), tuned: {r['passkey_acc_near']}; engine (YaRN, tuned): {r['passkey_engine_yarn']}; "
-                 f"{r['passkey_total_s']} s in all")
+    lines.append(f"near keys (last 10%), tuned: {r['passkey_acc_near']}; "
+                 f"engine (YaRN, tuned): {r['passkey_engine_yarn']}; {r['passkey_total_s']} s in all")
     return "\n".join(lines)

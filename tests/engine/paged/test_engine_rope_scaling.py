@@ -15,8 +15,8 @@ from posttrain.models.tiny import build_tiny_model
 from posttrain.train.logprobs import token_logprobs
 
 ORIGINAL_MAX, FACTOR = 32, 4
-SMALL = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,  # head_dim 32: vLLM's sizes
-             num_key_value_heads=2, max_position_embeddings=ORIGINAL_MAX)
+SMALL = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=ORIGINAL_MAX)  # head_dim 32: a vLLM kernel size
 G = torch.Generator().manual_seed(3)
 SHARED = torch.randint(10, 290, (70,), generator=G).tolist()    # 70 tokens: past 32, five blocks of 16
 PROMPTS = [SHARED, SHARED[:45] + [7, 8, 9], SHARED[:20]]
