@@ -1,4 +1,4 @@
-"""Training at length and on MoE (issue 32). Two sections, both by default:
+"""Training at length and on MoE (issue 32). Two sections, both by default, and a third on its own:
 
 long_step (item 1): one RL training step (forward, backward of the GRPO loss, AdamW) of the tiny
 Llama (hidden 128, 4 layers) with SmolLM2's 49,152-token vocabulary on one 32k-token episode: the
@@ -9,7 +9,12 @@ moe (item 2): a tiny Qwen3-MoE sampled by the engine in bf16 (and fp32 with int8
 the trainer in fp32, with routing replay off and on (bench/parts/moe_replay.py): router decisions
 that differ, |Δlogp| and k3 KL. Seconds on a CPU.
 
-    python bench/train.py [--quick] [--section long_step|moe] [--json PATH]  # --quick: 4,096 tokens
+passkey (--section passkey, its own JSON: bench/results/train_passkey.json): a tiny Llama trained
+at 512 tokens retrieves a passkey at 2,048 with no rope scaling, PI and YaRN (models/rope.py),
+each tuned for 200 steps first (bench/parts/passkey_bench.py). 38 minutes on 2 cores shared with
+another benchmark (the committed run); --quick: 60 mixed-length and 15 tuning steps.
+
+    python bench/train.py [--quick] [--section long_step|moe|passkey] [--json PATH]  # --quick: 4,096 tokens
 
 Each arm runs in a fresh process (bench/parts/long_step.py): peak memory is its peak RSS over
 the step minus its RSS before it. The plain step's fp32 logits alone are tokens x 49,152 x 4 bytes
@@ -28,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from parts import moe_replay
+from parts import moe_replay, passkey_bench
 from parts.long_step import CHUNK, VOCAB
 from parts.report import add_args, cpu, write_json
 
@@ -126,7 +131,8 @@ def _table(r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_args(parser, "4,096 tokens instead of 32,768; the MoE section on fewer prompts")
-    parser.add_argument("--section", choices=("all", "long_step", "moe"), default="all")
+    parser.add_argument("--section", choices=("all", "long_step", "moe", "passkey"), default="all",
+                        help="all: long_step and moe; passkey runs only when named")
     args = parser.parse_args()
     result = {"cpu": cpu()}
     print(cpu_line(result["cpu"]), flush=True)
@@ -137,6 +143,12 @@ def main() -> None:
     if args.section in ("all", "moe"):
         result |= moe_replay.measure(args.quick)
         print(moe_replay.table(result))
+        write_json(args.json, result)
+    if args.section == "passkey":
+        torch.set_num_threads(result["cpu"]["cores"])
+        torch.manual_seed(passkey_bench.SEED)
+        result |= passkey_bench.measure(args.quick)
+        print(passkey_bench.table(result))
         write_json(args.json, result)
 
 

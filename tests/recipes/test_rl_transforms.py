@@ -100,3 +100,29 @@ def test_a_run_with_a_kl_reference_and_checkpointing_logs_the_kl(tmp_path):
     kl = [s["kl_ref"] for s in steps if "kl_ref" in s]
     assert len(kl) == 2 and kl[0] == 0.0 and kl[1] > 0
     assert (cfg.run_dir / "checkpoints" / "reference.safetensors").is_file()
+
+
+def test_policy_rope_scaling_reaches_the_run_and_its_checkpoint(tmp_path):
+    """[policy.rope_scaling]: the run's model and its engine run YaRN at 4x the original length,
+    and the final checkpoint keeps it in its config (the numbers: tests/engine/paged/
+    test_engine_rope_scaling.py, tests/train/test_packed_rope_scaling.py)."""
+    from transformers import AutoConfig
+
+    from posttrain.recipes.rl_env import build_env
+
+    rope = 'policy.rope_scaling={kind = "yarn", factor = 4, original_max = 256}'
+    env = build_env(load_rl_config(None, _common(tmp_path) + [rope]), tmp_path, None)
+    assert env.model.model.rotary_emb.rope_type == "yarn" and env.model.config.max_position_embeddings == 1024
+    cfg = load_rl_config(None, _common(tmp_path) + [rope])
+    run_rl(cfg)
+    saved = AutoConfig.from_pretrained(cfg.run_dir / "checkpoints" / "step-000001" / "model")
+    assert saved.rope_parameters["rope_type"] == "yarn" and saved.rope_parameters["factor"] == 4
+    assert saved.rope_parameters["original_max_position_embeddings"] == 256
+
+
+@pytest.mark.parametrize("table, message", [('{kind = "dynamic", factor = 4, original_max = 512}', "kind"),
+                                            ('{kind = "yarn", factor = 0.5, original_max = 512}', "factor"),
+                                            ('{kind = "yarn", factor = 4}', "original_max")])
+def test_a_bad_rope_scaling_is_a_config_error(tmp_path, table, message):
+    with pytest.raises(ConfigError, match=f"policy.rope_scaling.{message}"):
+        load_rl_config(None, _common(tmp_path) + [f"policy.rope_scaling={table}"])

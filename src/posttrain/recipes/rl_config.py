@@ -21,6 +21,15 @@ from posttrain.train.precision import ComputeDtype
 from posttrain.train.trainer import OptimConfig, RLConfig
 
 
+class RopeScalingConfig(StrictModel):
+    """[policy.rope_scaling]: run a model trained at original_max tokens at factor times that
+    (models/rope.py; "linear" is position interpolation)."""
+
+    kind: Literal["linear", "yarn"]
+    factor: float = Field(ge=1)
+    original_max: int = Field(ge=1)     # the length the checkpoint was trained at
+
+
 class PolicyConfig(StrictModel):
     init: str = "scratch"                  # "scratch" (tiny model + SFT on oracle demos) or an HF dir
     preset: str = "tiny"
@@ -29,6 +38,7 @@ class PolicyConfig(StrictModel):
     sft_batch: int = Field(16, ge=1)
     sft_lr: float = Field(3e-3, gt=0)
     hf_sft_steps: int = Field(0, ge=0)     # HF init: SFT steps on oracle demos first (0 = none)
+    rope_scaling: RopeScalingConfig | None = None  # engines and trainer alike; None: the model's own
 
 
 class TasksConfig(StrictModel):

