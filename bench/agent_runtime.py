@@ -34,9 +34,9 @@ from parts.agent_rt_setup import Server, make_tasks, warm_policy
 from parts.report import add_args, cpu, write_json
 
 SIZES = {"quick": dict(tasks=6, k=2, jobs=4, max_turns=4, kills=2, faults=2,
-                       sft=150, ctx_tasks=2, budgets=[512, 1024], ctx_turns=5, ctx_reply_tokens=32),
+                       sft=150, ctx_tasks=2, budgets=[256, 512], ctx_turns=4, ctx_reply_tokens=32),
          "full": dict(tasks=20, k=2, jobs=8, max_turns=4, kills=5, faults=5,
-                      sft=300, ctx_tasks=4, budgets=[512, 1024, 2048], ctx_turns=6, ctx_reply_tokens=48)}
+                      sft=300, ctx_tasks=3, budgets=[256, 384, 512], ctx_turns=6, ctx_reply_tokens=32)}
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ def suite_tasks(out: Path, n: int) -> dict[str, list]:
         d = out / "context-tasks" / name
         if not d.is_dir():
             generate(name, d, n, seed=3, split="heldout", knobs=knobs)
-        tasks[name] = [read_task(p) for p in sorted(d.iterdir()) if p.is_dir()]
+        tasks[name] = [read_task(p) for p in sorted(d.iterdir()) if p.is_dir()][:n]
     return tasks
 
 

@@ -39,11 +39,11 @@ def kill_and_resume(server, tasks: Path, ckpt: Path, out: Path, backend: str, si
     argv = eval_argv(tasks, ckpt, server.url, out / "jobs", f"{backend}-killed", backend, k, jobs, turns)
     job = out / "jobs" / f"{backend}-killed"
     kills, s1 = [], server.sequences()
-    for _ in range(3 * size["kills"]):           # a point past the end is drawn again
-        left = base_seqs * (1 - len(trials(job)) / n_trials)
-        if len(kills) == size["kills"] or left < 2:
-            break
-        kill = _kill_once(server, argv, log, job, rng.randint(1, max(1, int(0.8 * left))))
+    # the kill points: distinct counts of sequences into the killed runs, redone ones included,
+    # all before 80% of the whole run's, so each lands before the job can finish
+    points = sorted(rng.sample(range(1, max(size["kills"] + 1, int(0.8 * base_seqs))), size["kills"]))
+    for point in points:
+        kill = _kill_once(server, argv, log, job, max(1, point - (server.sequences() - s1)))
         if kill is not None:
             kill["in_flight"] = min(jobs, n_trials - kill["finished"])
             kills.append(kill)
