@@ -9,7 +9,7 @@ import time
 
 import httpx
 import pytest
-from engine_server import ScriptedEngineServer, agent_tokenizer
+from engine_server import ScriptedEngineServer
 
 from posttrain.agent import loop
 from posttrain.agent.approval import (DEFAULT_RULES, ApprovalConfig, ApprovalPolicy, ApprovalRequest,
@@ -21,22 +21,9 @@ from posttrain.agent.config import AgentConfig
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.clients.openai import RemoteEngine
 from posttrain.errors import ConfigError
-from posttrain.tasks import read_task
-from posttrain.tasks.suites import terminal_basics
 
 SCRIPT = ["<bash>echo x > data</bash>", "<bash>rm -rf data</bash>", "<bash>ls</bash>",
           "<bash>rm -f data</bash>", "<bash>ls</bash>", "<submit/>"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return agent_tokenizer()
-
-
-@pytest.fixture
-def task(tmp_path):
-    generated, = terminal_basics.generate(tmp_path, 1, seed=0, families=["create-file"])
-    return read_task(tmp_path / generated.id)
 
 
 def run_in_thread(tok, task, replies, gate, **cfg):

@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from engine_server import ScriptedEngineServer, agent_tokenizer
+from engine_server import ScriptedEngineServer
 from pydantic import ValidationError
 
 from posttrain.agent import loop
@@ -16,21 +16,8 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.clients.openai import RemoteEngine
 from posttrain.errors import EngineError, SandboxError
 from posttrain.evals import taxonomy
-from posttrain.tasks import read_task
-from posttrain.tasks.suites import terminal_basics
 
 FAST = dict(retry_backoff_s=0.01, retry_backoff_max_s=0.05, max_turns=4, sandbox_backend="bwrap")
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return agent_tokenizer()
-
-
-@pytest.fixture
-def task(tmp_path):
-    generated, = terminal_basics.generate(tmp_path, 1, seed=0, families=["create-file"])
-    return read_task(tmp_path / generated.id)
 
 
 def episode(server, tok, task, **cfg):
