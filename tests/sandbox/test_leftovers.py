@@ -65,14 +65,15 @@ def _end_every_way(sb_of, warm: bool, host_pids, wait_until):
             wait_until(lambda: host_pids(MARKER), "the command runs")
         sb.close()
         t.join()
-    with sb_of() as sb:      # runner started by a thread that ends (--die-with-parent kills it)
+    with sb_of() as sb:                                 # runner started by a thread that ends
         sb.stop_processes()
         _thread(lambda: sb.exec(daemons)).join()
         sb.exec(daemons)
     if warm:
-        with sb_of() as sb:                                 # its bwrap killed from outside
+        with sb_of() as sb:                     # its bwrap killed from outside between commands
             sb.exec(daemons)
             os.kill(sb._runner.ns.proc.pid, signal.SIGKILL)
+            sb._runner.ns.proc.wait(timeout=10)     # else the next command may reach it dying
             sb.exec(daemons)
     with pytest.raises(RuntimeError), sb_of() as sb:        # the caller failed
         sb.exec(daemons)

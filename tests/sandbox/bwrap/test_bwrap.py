@@ -208,3 +208,14 @@ def test_a_command_killing_its_own_shell_is_an_observation(sandbox):
     r = sandbox.exec("kill -9 $$")
     assert r.exit_code == 137 and r.killed_by == "none"
     assert sandbox.exec("echo on").stdout == "on\n"
+
+
+def test_a_runner_started_by_a_thread_outlives_that_thread(sandbox):
+    sandbox.stop_processes()                            # the next exec starts a runner
+    worker = threading.Thread(target=sandbox.exec, args=("sleep 300 >/dev/null 2>&1 &",))
+    worker.start()
+    worker.join()
+    pid = sandbox._runner.ns.proc.pid
+    time.sleep(0.5)                                     # a parent-death signal would land by now
+    assert sandbox.exec("pgrep -x sleep >/dev/null && echo up").stdout == "up\n"
+    assert sandbox._runner.ns.proc.pid == pid

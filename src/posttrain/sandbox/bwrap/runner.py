@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 RUNNER_SCRIPT = r"""
@@ -54,6 +55,12 @@ def _readable(fd: int, timeout_s: float) -> bool:
     poller.register(fd, select.POLLIN | select.POLLHUP)
     return bool(poller.poll(timeout_s * 1000))
 
+# bwrap's --die-with-parent fires when the *thread* that forked it ends, so a runner
+# started from a short-lived worker thread would die with it. Forks happen on these
+# threads instead, which live as long as the process.
+_SPAWNER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bwrap-spawn")
+
+
 class Namespace:
     """One running bwrap: its process, and the namespace init it forks, whose pid bwrap
     reports on --info-fd. bwrap's init leaves bwrap's process group (setsid) and only
@@ -69,7 +76,8 @@ class Namespace:
     def spawn(cls, argv: list[str], pass_fds: tuple[int, ...], info_w: int,
               info_r: int, **popen) -> "Namespace":
         try:
-            proc = subprocess.Popen(argv, start_new_session=True, pass_fds=pass_fds, **popen)
+            proc = _SPAWNER.submit(subprocess.Popen, argv, start_new_session=True,
+                                   pass_fds=pass_fds, **popen).result()
         finally:
             os.close(info_w)
         return cls(proc, info_r)
