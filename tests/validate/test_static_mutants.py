@@ -69,6 +69,20 @@ def test_paths_the_tests_write_themselves_are_not_inputs(tmp_path):
     assert agents.referenced_paths(task) == ["/app/answer.txt"]
 
 
+def test_comments_and_copy_destinations_are_not_inputs(tmp_path):
+    """Terminal-Bench's shared run-tests.sh names /app/src in a comment and copies into it in a
+    branch for another language: neither is a file the tests read (it made 12 real C++ tasks
+    'broken' by the instruction-files check)."""
+    task = read_task(write_kind(tmp_path, "good"))
+    (task.tests_dir / "test.sh").write_text(
+        "#!/bin/bash\n# Merge test sources into /app/src/**\n  # and /app/notes.txt\n"
+        "if [ x = java ]; then mkdir -p /app/src/main /app/src/test\n"
+        "  cp -r \"$TEST_DIR/src/.\" /app/src/test/java/ && mv /tmp/a /app/moved.txt; fi\n"
+        "cat /app/answer.txt; cp /app/input.csv /tmp/copy.csv\n"
+        "echo 1 > /logs/verifier/reward.txt\n")
+    assert agents.referenced_paths(task) == ["/app/answer.txt", "/app/input.csv", "/tmp/a"]  # sources are read
+
+
 def test_hygiene_warnings_are_evidence_not_failures(tmp_path):
     root = write_kind(tmp_path, "good")
     (root / "tests/test.sh").write_text((root / "tests/test.sh").read_text()

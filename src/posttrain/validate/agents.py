@@ -13,12 +13,8 @@ import shlex
 import shutil
 
 from posttrain.tasks import Task
+from posttrain.validate.verifier_paths import referenced_paths, tests_text
 
-PATH_RE = re.compile(r"(?<![\w.$-])/(?:app|tmp|logs|home|root|srv|opt|data|workspace|mnt|var/tmp)"
-                     r"(?:/[A-Za-z0-9._+-]+)*")
-WRITE_RES = (re.compile(r"(?:>>?|\btee\s+(?:-a\s+)?|\bmkdir\s+(?:-p\s+)?|\btouch\s+)\s*[\"']?("
-                        + PATH_RE.pattern + ")"),
-             re.compile(r"open\(\s*[\"'](/[^\"']+)[\"']\s*,\s*[\"'][wax]"))
 WORD_RE = re.compile(r"(?<![\w./$-])([A-Za-z_][A-Za-z0-9_.+-]{1,30})(?![\w/])")
 # Payloads also print a passing pytest summary line, for verifiers that parse pytest's
 # output (Terminal-Bench 1's) rather than trust a reward file.
@@ -30,24 +26,6 @@ PAYLOAD_PY = ("import os, sys\nos.makedirs('/logs/verifier', exist_ok=True)\n"
               "print('PASSED test_outputs.py::test_payload')\nsys.exit(0)\n")
 SHADOW_DIRS = ("/app", "/app/bin", "/app/.local/bin", "/tmp", "/tmp/bin", "/usr/local/bin")
 ALWAYS_SHADOW = ("python", "python3", "pytest", "bash", "sh", "diff", "cmp", "grep", "test")
-
-
-def tests_text(task: Task) -> str:
-    parts = []
-    for p in sorted(task.tests_dir.rglob("*")):
-        if p.is_file() and not p.is_symlink() and p.stat().st_size < 2_000_000:
-            parts.append(p.read_text(encoding="utf-8", errors="replace"))
-    return "\n".join(parts)
-
-
-def referenced_paths(task: Task) -> list[str]:
-    """Absolute paths in writable or data areas that the tests read (not the reward, and
-    not paths the tests write themselves: redirections, tee, mkdir, touch, open(..., 'w'))."""
-    text = tests_text(task)
-    found = {m.group(0).rstrip("/.") for m in PATH_RE.finditer(text)}
-    written = {m.group(1).rstrip("/.") for r in WRITE_RES for m in r.finditer(text)}
-    return sorted(p for p in found - written if p and not p.startswith("/logs/verifier")
-                  and p not in ("/app", "/tmp", "/logs"))
 
 
 def tested_commands(task: Task) -> list[str]:

@@ -17,6 +17,7 @@ from posttrain.validate.config import ValidateConfig
 from posttrain.validate.mutation import mutation
 from posttrain.validate.record import Check
 from posttrain.validate.runs import Attempt, attempt
+from posttrain.validate.verifier_paths import referenced_paths
 
 Done = dict[str, Check]
 
@@ -81,7 +82,7 @@ def _present(sandbox, paths: list[str]) -> list[str]:
 
 def nop(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """A do-nothing agent must get a reward, and it must be a failing one."""
-    paths = agents.referenced_paths(task)
+    paths = referenced_paths(task)
     a = attempt(task, cfg, script=agents.nop(task), verifies=1 + cfg.determinism_runs,
                 after_agent=lambda sb, at: _present(sb, paths))
     ev = {"reward": a.reward, "status": a.status, "repeat_rewards": a.rewards,

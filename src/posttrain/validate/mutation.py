@@ -23,6 +23,7 @@ from posttrain.validate import agents, deliverables, mutants
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.record import Check, skipped
 from posttrain.validate.runs import Attempt, attempt, changed_files
+from posttrain.validate.verifier_paths import referenced_paths
 
 NOT_A_DELIVERABLE = ("changes no deliverable: the verifier read no file the oracle produced, "
                      "so the tests may check a service or state outside /app and /tmp")
@@ -95,7 +96,7 @@ def _deliverables(task: Task, probe: Attempt) -> tuple[list[str], str]:
     that keeps no atimes) the changed files the tests name."""
     if probe.reads is not None:
         return deliverables.find(probe.before, probe.after, probe.reads), "atime trace"
-    named = agents.referenced_paths(task)
+    named = referenced_paths(task)
     hit = [p for p in changed_files(probe.before, probe.after)
            if any(p == q or p.startswith(q + "/") for q in named)]
     return hit, "named in the tests (no atime trace on this mount)"
