@@ -12,8 +12,9 @@ episode in flight per kill), `snapshot_ms_p50`, `restore_ms_p50`.
 Fault injection, per backend: the server SIGKILLed (and started again) and a running sandbox's
 backend SIGKILLed (its bwrap, or its container) during an eval; `faults_misrecorded` counts the
 trials scored without an error whose outcome differs from the whole run's (must be 0).
-Context policies: each policy at each context budget on the longctx and terminal-tools suites,
-warm tiny policy and SmolLM2-135M-Instruct: pass rate, prompt tokens per episode, overflows.
+Context policies: each policy at each context budget on the longctx, terminal-tools and
+terminal-basics suites (24 tasks of the last, so that pass rates compare), warm tiny policy and
+SmolLM2-135M-Instruct: pass rate, prompt tokens per episode, overflows.
 The tasks' `FROM ubuntu:24.04` is built from the local Debian base image (this machine pulls
 nothing): POSTTRAIN_DOCKER_BASE_MAP, unless set, maps it to posttrain/bookworm:latest.
 Headline, chosen before the run: resume_equal, turns_redone against its bound and
@@ -34,9 +35,9 @@ from parts.agent_rt_setup import Server, make_tasks, warm_policy
 from parts.report import add_args, cpu, write_json
 
 SIZES = {"quick": dict(tasks=6, k=2, jobs=4, max_turns=4, kills=2, faults=2,
-                       sft=150, ctx_tasks=2, budgets=[256, 512], ctx_turns=4, ctx_reply_tokens=32),
+                       sft=150, ctx_tasks=2, ctx_many_tasks=4, budgets=[256, 512], ctx_turns=4, ctx_reply_tokens=32),
          "full": dict(tasks=20, k=2, jobs=8, max_turns=4, kills=5, faults=5,
-                      sft=300, ctx_tasks=3, budgets=[256, 384, 512], ctx_turns=6, ctx_reply_tokens=32)}
+                      sft=300, ctx_tasks=3, ctx_many_tasks=24, budgets=[256, 384, 512], ctx_turns=6, ctx_reply_tokens=32)}
 
 
 def main() -> None:

@@ -1,5 +1,6 @@
 """Context policies side by side: each policy at each context budget on the long-context and the
-multi-turn terminal suites, with the warm tiny policy and SmolLM2-135M-Instruct on the embedded
+multi-turn terminal suites (terminal-tools, and terminal-basics, whose multi-turn families the warm
+tiny policy passes some of), with the warm tiny policy and SmolLM2-135M-Instruct on the embedded
 engine; pass rate, prompt tokens per episode and how many episodes ran out of context."""
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from posttrain.tasks import read_task
 from posttrain.tasks.suites import generate
 
 POLICIES = ["keep_all", "last_k:k=2", "truncate:max_chars=400,tail_chars=150", "summarise:k=2"]
-SUITES = {"longctx": ["tokens=1000"], "terminal-tools": []}
+SUITES = {"longctx": ["tokens=1000"], "terminal-tools": [], "terminal-basics": []}
+MANY = ("terminal-basics",)  # the suite the warm tiny policy passes some of: more tasks, so pass rates compare
 
 
-def suite_tasks(out: Path, n: int) -> dict[str, list]:
+def suite_tasks(out: Path, size: dict) -> dict[str, list]:
     tasks = {}
     for name, knobs in SUITES.items():
+        n = size["ctx_many_tasks" if name in MANY else "ctx_tasks"]
         d = out / "context-tasks" / name
         if not d.is_dir():
             generate(name, d, n, seed=3, split="heldout", knobs=knobs)
@@ -53,7 +56,7 @@ def _cell(engine, framer, tasks, policy: str, budget: int, size: dict) -> dict:
 def context_policies(models: dict[str, Path], out: Path, size: dict, progress=print) -> list[dict]:
     from posttrain.models.tiny import load_policy
 
-    tasks = suite_tasks(out, size["ctx_tasks"])
+    tasks = suite_tasks(out, size)
     rows = []
     for model_name, path in models.items():
         model, tokenizer = load_policy(path)
