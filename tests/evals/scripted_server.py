@@ -15,6 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Callable
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -34,6 +35,7 @@ class Script:
     delay_s: float = 0.0
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    on_request: Callable[[int], None] | None = None  # called with each request's number, before it is answered
 
 
 def oracle_map(tasks_dir) -> dict[str, list[str]]:
@@ -97,6 +99,8 @@ def make_app(script: Script) -> FastAPI:
         with script.lock:
             script.requests += 1
             n = script.requests
+        if script.on_request is not None:
+            script.on_request(n)
         if script.delay_s:
             await asyncio.sleep(script.delay_s)
         if n <= script.fail_first:

@@ -72,6 +72,11 @@ class EpisodeStore:
             sandbox.give(target)
         sandbox.import_layer(snapshot / "layer")
 
+    def close(self) -> None:
+        """Remove the root if no episode is left in it (every one ended and was dropped)."""
+        if Path(self.root).is_dir() and not any(Path(self.root).iterdir()):
+            Path(self.root).rmdir()
+
     def drop(self, key: tuple[str, int, int]) -> None:
         final = self.path(*key)
         for d in (final, final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from posttrain.agent.approval import ApprovalConfig, gate_for
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
@@ -127,13 +128,13 @@ def served_name(req: EvalRequest, c: EvalConditions) -> str:
 def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client: ChatClient | None,
                   job_path: Path | None = None):
     """(executor, close) for the request's protocol, local or over the endpoint `client` reaches;
-    the text protocol checkpoints its episodes under job_path/.episodes."""
+    either checkpoints its episodes under job_path/.episodes."""
+    checkpoints = job_path / ".episodes" if job_path else None
     if c.protocol == "text":
         from posttrain.evals.textrun import load_text_executor
 
         close_client = client.close if client else (lambda: None)
         try:
-            checkpoints = job_path / ".episodes" if job_path else None
             executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints,
                                           req.approver)
         except BaseException:
@@ -151,12 +152,25 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         client.close()
         raise
 
+    store = EpisodeStore(checkpoints) if checkpoints else None
+
     def close() -> None:
         sandboxes.close()
         client.close()
+        if store is not None:
+            store.close()
 
     gate = gate_for(ApprovalConfig(on=bool(c.approval), rules=list(c.approval)), req.approver)
-    return ToolExecutor(client, c, sandboxes, req.jobs, gate), close
+    return ToolExecutor(client, c, sandboxes, req.jobs, gate, store), close
+
+
+def drop_written_checkpoints(job: JobDir) -> None:
+    """A kill between a trial's write and its checkpoint's drop leaves the checkpoint of a trial
+    that will not run again: drop it, so .episodes holds only trials still to finish."""
+    store = EpisodeStore(job.path / ".episodes")
+    for task_id, attempt in job.done():
+        store.drop((task_id, attempt, 0))
+    store.close()
 
 
 def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None = None,
@@ -174,6 +188,7 @@ def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None
         raise
     try:
         already = len(job.done())
+        drop_written_checkpoints(job)
         if on_start:
             on_start(job.path, len(tasks) * c.k, already)
         executor, close = make_executor(req, c, tasks, client, job.path)

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol
 
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.evals import taxonomy
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import EvalConditions
@@ -37,14 +38,18 @@ class ToolExecutor:
     sandboxes: TaskSandboxes
     n_jobs: int
     gate: object = None     # --approve: agent/approval.py's Gate
+    store: EpisodeStore | None = None   # per-turn checkpoints of the trials in flight
 
     def run(self, items: list[tuple[Task, int]]) -> Iterator[TrialOutput]:
         with ThreadPoolExecutor(self.n_jobs) as pool:
             futures = [pool.submit(run_tool_trial, t, a, self.client, self.conditions,
-                                   self.sandboxes, self.gate) for t, a in items]
+                                   self.sandboxes, self.gate, self.store) for t, a in items]
             try:
                 for f in as_completed(futures):
-                    yield f.result()
+                    out = f.result()
+                    yield out
+                    if self.store is not None:   # the caller has written this trial by now
+                        self.store.drop((out.record.task_name, out.record.attempt, 0))
             except BaseException:   # Ctrl-C: trials not started and open questions would keep
                 for f in futures:   # the pool from closing
                     f.cancel()

@@ -131,8 +131,8 @@ class TextExecutor:
         """Send the traces still pending; remove the checkpoint dir if no episode is left in it."""
         if self.tracer is not None:
             self.tracer.close()
-        if self.store is not None and self.store.root.is_dir() and not any(self.store.root.iterdir()):
-            self.store.root.rmdir()
+        if self.store is not None:
+            self.store.close()
 
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,

@@ -5,7 +5,8 @@ message (command output, or an error for a malformed call). The agent phase ends
 `submit`, the turn limit, the agent timeout, a context overflow, an endpoint failure, or
 MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error). With a Gate
 (agent/approval.py), a bash call its policy matches waits for a reviewer; a denied one is
-answered with the denial, and the wait is added to the agent's deadline.
+answered with the denial, and the wait is added to the agent's deadline. With checkpoints
+(evals/toolcheckpoint.py), a trial killed midway goes on at its last completed turn.
 A reply without structured `tool_calls` whose text holds Hermes-style `<tool_call>` blocks
 is read as those calls (what vLLM's hermes parser does server-side), so models served
 without a tool-call parser, such as by `posttrain serve`, can still act.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from posttrain.agent.approval import ApprovalRequest, Gate, denied_observation
 from posttrain.agent.protocol import format_observation
 from posttrain.evals.chatclient import ChatClient, ContextOverflow, ModelError
+from posttrain.evals.toolcheckpoint import ToolCheckpoints
 from posttrain.sandbox import Sandbox
 
 SYSTEM_PROMPT = ("You are an autonomous agent in a Linux sandbox; your working directory is "
@@ -56,6 +58,7 @@ class AgentRun:
     submitted: bool = False
     deadline: float = 0.0       # perf_counter; a reviewer's wait moves it on
     approvals: list[dict] = field(default_factory=list)  # each verdict, for the trajectory
+    checkpoints: list[dict] = field(default_factory=list)  # each snapshot and restore, with its ms
 
 
 @dataclass(frozen=True)
@@ -109,14 +112,16 @@ def parse_tool_call(call: dict, allowed: tuple[str, ...]) -> tuple[str, dict, st
 
 
 def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: AgentLimits,
-              tools: tuple[str, ...], gate: Gate | None = None, trial: tuple[str, int] = ("", 0)) -> AgentRun:
-    """The agent phase; `trial` (task id, attempt) names it to the gate's reviewer."""
+              tools: tuple[str, ...], gate: Gate | None = None, trial: tuple[str, int] = ("", 0),
+              checkpoints: ToolCheckpoints | None = None) -> AgentRun:
+    """The agent phase; `trial` (task id, attempt) names it to the gate's reviewer. With
+    `checkpoints`, it goes on from the trial's last checkpoint and saves one after every turn."""
     run = AgentRun(messages=[{"role": "system", "content": SYSTEM_PROMPT},
                              {"role": "user", "content": instruction}])
     specs = [TOOL_SPECS[t] for t in tools]
     run.deadline = time.perf_counter() + limits.timeout_s
-    in_a_row = 0
-    for turn in range(limits.max_turns):
+    first, in_a_row = (0, 0) if checkpoints is None else checkpoints.resume(run, sandbox, limits.timeout_s)
+    for turn in range(first, limits.max_turns):
         if time.perf_counter() >= run.deadline:
             run.status = "agent_timeout"
             break
@@ -142,6 +147,8 @@ def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: Ag
         in_a_row = 0 if usable else in_a_row + 1
         if run.submitted:
             break
+        if checkpoints is not None:
+            checkpoints.save(run, sandbox, turn + 1, in_a_row, limits.timeout_s)
         if in_a_row >= MAX_MALFORMED_IN_A_ROW:
             run.status = "model_error"
             run.error = f"{in_a_row} replies in a row without a usable tool call"

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.trial import sandbox_spec, verify
 from posttrain.evals import taxonomy
 from posttrain.evals.chatclient import ChatClient
@@ -18,6 +19,7 @@ from posttrain.evals.conditions import EvalConditions
 from posttrain.evals.jobdir import now_iso
 from posttrain.evals.record import TrialOutput, TrialRecord
 from posttrain.evals.toolagent import AgentLimits, run_agent
+from posttrain.evals.toolcheckpoint import ToolCheckpoints
 from posttrain.sandbox import Sandbox
 from posttrain.sandbox.environment import prepare_environment
 from posttrain.sandbox.pool import SandboxPool
@@ -76,9 +78,10 @@ def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
 
 
 def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditions,
-                   sandboxes: TaskSandboxes, gate=None) -> TrialOutput:
+                   sandboxes: TaskSandboxes, gate=None, store: EpisodeStore | None = None) -> TrialOutput:
     """Run one attempt; never raises for a trial-level failure, records it instead. gate: the
-    commands that wait for a reviewer (--approve)."""
+    commands that wait for a reviewer (--approve); store: per-turn checkpoints, the attempt
+    resumed from its last one (the caller drops it once the trial is written)."""
     task = with_timeouts(task, c)
     rec = TrialRecord(task.id, attempt, "infra_error", None, started_at=now_iso())
     t0 = time.perf_counter()
@@ -98,7 +101,8 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
                              c.observation_budget,
                              {"temperature": c.temperature, "top_p": c.top_p,
                               "max_tokens": c.max_reply_tokens, "seed": c.seed * 1000 + attempt})
-        run = run_agent(task.instruction, sandbox, client, limits, c.tools, gate, (task.id, attempt))
+        saves = None if store is None else ToolCheckpoints(store, (task.id, attempt, 0))
+        run = run_agent(task.instruction, sandbox, client, limits, c.tools, gate, (task.id, attempt), saves)
         t1 = time.perf_counter()
         verdict = verify(task, sandbox)
         rec.timings["verifier_s"] = time.perf_counter() - t1
@@ -157,4 +161,6 @@ def _finish(rec: TrialRecord, t0: float, run, files: dict, c: EvalConditions) ->
         trajectory["submitted"] = run.submitted
         if run.approvals:
             trajectory["approvals"] = run.approvals
+        if run.checkpoints:
+            trajectory["checkpoints"] = run.checkpoints
     return TrialOutput(rec, trajectory, files)
