@@ -17,9 +17,12 @@ moe_router_mismatch_off/on and moe_logp_gap_ratio (mean |Δlogp|, replay off / o
 
 from __future__ import annotations
 
+import contextlib
 import random
+import types
 
 import torch
+import torch.nn.functional as F
 from parts import moe_training
 from parts.topic_language import TopicLanguage
 
@@ -30,6 +33,7 @@ from posttrain.models.tiny import PRESETS, build_tiny_model
 from posttrain.train.batch import collate
 from posttrain.train.logprobs import token_logprobs
 from posttrain.train.mismatch import mismatch_stats
+from posttrain.train import routing_replay
 from posttrain.train.routing_replay import routed
 from posttrain.types import Episode
 
@@ -77,11 +81,28 @@ def _score(model, episodes: list[Episode], replay: bool) -> tuple[dict, torch.Te
     return stats, lp[keep]
 
 
+@contextlib.contextmanager
+def bf16_router_logits():
+    """A diagnostic: the replaying forward's router logits computed in bf16 (its input and weight
+    rounded), as a bf16 engine computes them; everything else stays fp32."""
+    saved = routing_replay.F
+    routing_replay.F = types.SimpleNamespace(linear=lambda x, w: F.linear(x.bfloat16(), w.bfloat16()).float())
+    try:
+        yield
+    finally:
+        routing_replay.F = saved
+
+
 def replay_arm(model, engine: str, prompts: list[list[int]], tokens: int) -> dict:
-    """One engine's samples scored by the fp32 trainer with replay off and on."""
+    """One engine's samples scored by the fp32 trainer with replay off and on (and, for a bf16
+    engine, on with bf16 router logits: the share of what is left that the router's dtype explains)."""
     eps = _episodes(model, engine, prompts, tokens)  # the engine casts its own copy (bf16) or shares it (fp32)
     (off, lp_off), (on, lp_on) = _score(model, eps, False), _score(model, eps, True)
-    return {"off": off, "on": on, "decisions": sum(len(e.routing) for e in eps) * len(eps[0].routing[0]),
+    extra = {}
+    if ENGINES[engine].get("dtype") == "bfloat16":
+        with bf16_router_logits():
+            extra["on_router_logits_bf16"] = _score(model, eps, True)[0]
+    return {"off": off, "on": on, **extra, "decisions": sum(len(e.routing) for e in eps) * len(eps[0].routing[0]),
             # what replay changes in the trainer's own logprobs: the routing's share of the gap
             "trainer_off_vs_on_mean": float((lp_off - lp_on).abs().mean()),
             **{f"{key}_ratio": round(off[key] / max(on[key], 1e-12), 2)
@@ -135,6 +156,10 @@ def _rows(title: str, arms: dict) -> list[str]:
             a = arm[replay]
             lines.append(f"{name:<8} {replay:<6} {a['router_mismatch']:>16.4f} {a['logp_gap_mean']:>12.2e} "
                          f"{a['logp_gap_max']:>11.2e} {a['k3']:>9.2e}")
+        if "on_router_logits_bf16" in arm:
+            a = arm["on_router_logits_bf16"]
+            lines.append(f"{name:<8} on, router logits in bf16: mean |dlogp| {a['logp_gap_mean']:.2e}, "
+                         f"max {a['logp_gap_max']:.2e}")
         lines.append(f"{name:<8} off / on: mean |dlogp| {arm['logp_gap_mean_ratio']}x, "
                      f"max {arm['logp_gap_max_ratio']}x, k3 {arm['k3_ratio']}x ({arm['decisions']} decisions); "
                      f"replay moves the trainer's own logprobs {arm['trainer_off_vs_on_mean']:.2e} (mean)")

@@ -68,3 +68,16 @@ def test_replay_on_the_language_prompts_pins_every_decision():
     routed_tokens = moe_replay.PROMPT_LEN + 6 - 1  # the last sampled token is never run through the model
     assert arm["on"]["router_mismatch"] == 0 and arm["decisions"] == 3 * routed_tokens * 2
     assert arm["off"]["router_mismatch"] == arm["off"]["router_mismatch_own"]
+    rounded = arm["on_router_logits_bf16"]
+    assert rounded["router_mismatch"] == 0 and rounded["logp_gap_mean"] != arm["on"]["logp_gap_mean"]
+
+
+def test_the_bf16_router_diagnostic_rounds_only_inside_its_span():
+    from posttrain.train import routing_replay
+
+    x, w = torch.randn(4, 128), torch.randn(8, 128)
+    with moe_replay.bf16_router_logits():
+        rounded = routing_replay.F.linear(x, w)
+    assert routing_replay.F is torch.nn.functional
+    exact = torch.nn.functional.linear(x, w)
+    assert rounded.dtype == torch.float32 and 0 < (rounded - exact).abs().max() < 0.05 * exact.abs().max()
