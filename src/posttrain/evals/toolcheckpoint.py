@@ -49,9 +49,6 @@ class ToolCheckpoints:
         if self.store.save(self.key, state, sandbox):
             run.checkpoints.append(_timed("snapshot", next_turn, t0))
 
-    def drop(self) -> None:
-        self.store.drop(self.key)
-
 
 def _timed(kind: str, turn: int, t0: float) -> dict:
     return {"kind": kind, "turn": turn, "ms": round((time.perf_counter() - t0) * 1000, 2)}
