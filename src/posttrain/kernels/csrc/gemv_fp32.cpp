@@ -1,0 +1,33 @@
+// fp32 GEMV for decode's few rows: AVX-512F FMA, 16 weights per sub-chunk (gemv.h's driver).
+#include "gemv.h"
+
+namespace gemv {
+namespace {
+
+struct Fp32Dot {
+  using X = float;
+  using W = float;
+  using Mask = __mmask16;
+  static constexpr int SUB = 16;
+
+  template <int G>
+  static inline void step(__m512 (&acc)[G][SUMS], const float* x, int64_t K, const float* w, int64_t k,
+                          const StepMasks<Mask, SUB>& masks) {
+#pragma GCC unroll 4
+    for (int u = 0; u < SUMS; ++u) {
+      const int64_t at = k + u * SUB;
+      const __m512 wv = _mm512_maskz_loadu_ps(masks.sub[u], w + at);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g)
+        acc[g][u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks.sub[u], x + g * K + at), wv, acc[g][u]);
+    }
+  }
+};
+
+}  // namespace
+
+void fp32_gemv(int M, const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t K) {
+  gemv<Fp32Dot>(M, x, w, N, K, [&](int m, int64_t n, float sum) { y[m * N + n] = sum + (bias ? bias[n] : 0.0f); });
+}
+
+}  // namespace gemv

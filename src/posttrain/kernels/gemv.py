@@ -1,0 +1,125 @@
+"""Weight-streaming GEMVs for decode's few rows (1 to MAX_ROWS), built from csrc/ at first use.
+
+At one token per sequence a decode step reads every weight once, so its linears are bound by how
+fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
+them well below a plain streaming read on the CPUs this was measured on (BENCHMARKS.md, issue 34);
+these kernels read W as torch stores it ([N, K], no second packed copy), front to back once, with
+a software prefetch ahead of every load and several independent sums in flight:
+
+- fp32 weights: AVX-512F FMA;
+- bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
+- int8 weights with one scale per output row (engine/paged/int8.py's rounding): widened to fp32
+  in registers, fp32 sums, the scale applied at the end.
+
+A row's result does not depend on the rows beside it or on how many there are (csrc/gemv.h).
+Which kernels run is decided once from /proc/cpuinfo: fp32 and int8 need avx512f/bw/vl and fma,
+bf16 also avx512_bf16. Where a flag is missing (an AVX2-only CPU), where the C++ build fails, or
+with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their GEMM path; a log line
+says which. The module is compiled once per source and torch version under
+$POSTTRAIN_CACHE/torch_extensions (about a minute), with ninja from the PyPI package.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from posttrain.machine import cpu_info
+
+log = logging.getLogger(__name__)
+
+MAX_ROWS = 8  # the most rows the bindings take (csrc/gemv_module.cpp)
+# The engine's linears take the GEMV up to this many rows: where it beat their GEMMs on SmolLM2's
+# shapes at one thread (bench/gemv.py on AMD EPYC: fp32 and bf16 lose from 4 rows on, int8 beats
+# the dequantized bf16 GEMM up to 4).
+DECODE_ROWS = {"fp32": 2, "bf16": 2, "int8": 4}
+ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
+CSRC = Path(__file__).parent / "csrc"
+SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp")
+CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma")
+BASE_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma")
+NEEDS = {"fp32": BASE_FLAGS, "int8": BASE_FLAGS, "bf16": BASE_FLAGS + ("avx512_bf16",)}
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """This CPU's /proc/cpuinfo flags (tests patch this to play a CPU without some)."""
+    return frozenset(cpu_info()["all_flags"].split())
+
+
+def missing_flags(kind: str) -> list[str]:
+    """The CPU flags kernel `kind` ("fp32", "bf16", "int8") needs that this CPU lacks."""
+    have = cpu_flags()
+    return [f for f in NEEDS[kind] if f not in have]
+
+
+def build_dir() -> Path:
+    """Under the cache models/gguf.py uses too ($POSTTRAIN_CACHE or ~/.cache/posttrain)."""
+    root = Path(os.environ.get("POSTTRAIN_CACHE", Path.home() / ".cache" / "posttrain"))
+    return root / "torch_extensions" / f"gemv-torch{torch.__version__}"
+
+
+def _ninja_on_path() -> None:
+    """torch's builder runs `ninja` from PATH; the PyPI package's binary is not there unless the
+    venv is activated."""
+    try:
+        import ninja
+    except ImportError:
+        return
+    os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@functools.cache
+def module():
+    """The compiled extension, or None (the reason logged once)."""
+    if os.environ.get(ENV) == "0":
+        log.warning("decode GEMV kernels off (%s=0): the linears keep their GEMM path", ENV)
+        return None
+    if missing_flags("fp32"):
+        log.warning("decode GEMV kernels need %s, missing on this CPU: the linears keep their GEMM path",
+                    "/".join(missing_flags("fp32")))
+        return None
+    from torch.utils import cpp_extension
+
+    _ninja_on_path()
+    build_dir().mkdir(parents=True, exist_ok=True)
+    try:
+        return cpp_extension.load("posttrain_gemv", [str(CSRC / s) for s in SOURCES], extra_cflags=list(CFLAGS),
+                                  extra_include_paths=[str(CSRC)], build_directory=str(build_dir()))
+    except Exception as e:  # noqa: BLE001 - no compiler or ninja: the GEMM path still works
+        log.warning("decode GEMV kernels did not build (%s): the linears keep their GEMM path",
+                    str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None
+
+
+def kind_of(weight_dtype: torch.dtype) -> str | None:
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int8: "int8"}.get(weight_dtype)
+
+
+def decode_rows(weight_dtype: torch.dtype) -> int:
+    """Calls of at most this many rows take the GEMV for weights of this dtype (0: none)."""
+    return DECODE_ROWS.get(kind_of(weight_dtype), 0)
+
+
+def kernel_for(weight_dtype: torch.dtype):
+    """The GEMV for weights of this dtype (float32, bfloat16, or int8 with bf16 activations), or
+    None where this CPU or build has none: fp32/bf16 kernels are called (x, W, bias|None), the
+    int8 one (x, W, scale float32 [N], bias|None)."""
+    kind = kind_of(weight_dtype)
+    if kind is None:
+        return None
+    if missing_flags(kind):
+        _say_missing(kind)
+        return None
+    mod = module()
+    return getattr(mod, kind) if mod is not None else None
+
+
+@functools.cache
+def _say_missing(kind: str) -> None:
+    log.warning("the %s decode GEMV needs %s, missing on this CPU: %s linears keep their GEMM path",
+                kind, "/".join(missing_flags(kind)), kind)
