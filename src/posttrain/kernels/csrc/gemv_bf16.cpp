@@ -35,7 +35,12 @@ struct Bf16Dot {
 void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10::BFloat16* bias, c10::BFloat16* y,
                int64_t N, int64_t K) {
   gemv<Bf16Dot>(M, reinterpret_cast<const uint16_t*>(x), reinterpret_cast<const uint16_t*>(w), N, K,
-                [&](int m, int64_t n, float sum) { y[m * N + n] = c10::BFloat16(sum + (bias ? float(bias[n]) : 0.0f)); });
+                [&](int m, int64_t n0, int rows, __m512 sums) {
+                  alignas(64) float s[BLOCK];
+                  _mm512_store_ps(s, sums);
+                  for (int r = 0; r < rows; ++r)  // c10's rounding to bf16, as torch's ops round
+                    y[m * N + n0 + r] = c10::BFloat16(s[r] + (bias ? float(bias[n0 + r]) : 0.0f));
+                });
 }
 
 }  // namespace gemv

@@ -27,7 +27,11 @@ struct Fp32Dot {
 }  // namespace
 
 void fp32_gemv(int M, const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t K) {
-  gemv<Fp32Dot>(M, x, w, N, K, [&](int m, int64_t n, float sum) { y[m * N + n] = sum + (bias ? bias[n] : 0.0f); });
+  gemv<Fp32Dot>(M, x, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
+    const __mmask16 mask = first_lanes(rows);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(y + m * N + n0, mask, _mm512_add_ps(sums, b));
+  });
 }
 
 }  // namespace gemv

@@ -36,8 +36,11 @@ struct Int8Dot {
 void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
                c10::BFloat16* y, int64_t N, int64_t K) {
   const std::vector<float> wide(x, x + M * K);
-  gemv<Int8Dot>(M, wide.data(), w, N, K, [&](int m, int64_t n, float sum) {
-    y[m * N + n] = c10::BFloat16(sum * scale[n] + (bias ? float(bias[n]) : 0.0f));
+  gemv<Int8Dot>(M, wide.data(), w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
+    alignas(64) float s[BLOCK];
+    _mm512_store_ps(s, sums);
+    for (int r = 0; r < rows; ++r)
+      y[m * N + n0 + r] = c10::BFloat16(s[r] * scale[n0 + r] + (bias ? float(bias[n0 + r]) : 0.0f));
   });
 }
 
