@@ -5,7 +5,8 @@
 One pass over every linear of a SmolLM2-135M decode step (30 layers' fused q/k/v, o, fused
 gate/up, down, and the 49k-vocab head: distinct weights, 135M of them, so they stream from
 memory as in a real step), random weights, best of 5, at 1, 2, 4 and 8 rows, per weight dtype:
-  gemv       kernels/gemv.py (fp32, bf16, int8 with per-row scales)
+  gemv       kernels/gemv.py's kernel for the dtype (fp32, bf16; int8 with per-row scales: int8_lut
+             where the CPU has VBMI, and the widening int8 kernel beside it as gemv_int8)
   gemm       the engine's path without it: torch's packed oneDNN call (fp32, bf16), ATen's
              `_weight_int8pack_mm` (int8), and vLLM-CPU's oneDNN handler where it is found
   read       the same weight tensors read once by a plain reduction (int32 max, no arithmetic
@@ -48,13 +49,13 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
     """name -> a function that runs one pass of every linear at `rows` rows."""
     act = torch.float32 if kind == "fp32" else torch.bfloat16
     xs = {k: torch.randn(rows, k).to(act) for k in (HIDDEN, FFN)}
-    kernel = gemv.kernel_for({"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}[kind])
     calls = {"read": lambda: [w.view(torch.int32).max() for w, _ in ws]}
     if kind == "int8":
         f32 = [s.float() for _, s in ws]
         calls["gemm"] = lambda: [torch.ops.aten._weight_int8pack_mm(xs[w.shape[1]], w, s) for w, s in ws]
-        if kernel is not None:
-            calls["gemv"] = lambda: [kernel(xs[w.shape[1]], w, s, None) for (w, _), s in zip(ws, f32)]
+        for name, kernel in (("gemv", gemv.kernel_for(torch.int8)), ("gemv_int8", gemv.kernel_named("int8"))):
+            if kernel is not None:
+                calls[name] = lambda k=kernel: [k.run(xs[w.shape[1]], w, s, None) for (w, _), s in zip(ws, f32)]
         return calls
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w, _ in ws]
     calls["gemm"] = lambda: [torch.ops.mkldnn._linear_pointwise(xs[w.shape[1]], p, None, "none", [], "")
@@ -62,8 +63,9 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
     if find().ok:
         handlers = [OneDnnMatmul(w) for w, _ in ws]
         calls["gemm_vllm"] = lambda: [h(xs[w.shape[1]]) for (w, _), h in zip(ws, handlers)]
+    kernel = gemv.kernel_for(act)
     if kernel is not None:
-        calls["gemv"] = lambda: [kernel(xs[w.shape[1]], w, None) for w, _ in ws]
+        calls["gemv"] = lambda: [kernel.run(xs[w.shape[1]], w, None) for w, _ in ws]
     return calls
 
 

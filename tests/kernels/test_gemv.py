@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from posttrain.engine.paged.int8 import quantize
 from posttrain.kernels import gemv
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "int8": torch.int8}
-SHAPES = [(37, 577), (16, 64), (50, 96), (1, 33)]  # (N, K): N off 16, K odd, one step exactly, a single output
+KINDS = ("fp32", "bf16", "int8", "int8_lut")
+SHAPES = [(37, 577), (16, 64), (50, 128), (1, 33), (20, 200)]  # (N, K): N off 16, K odd, one step, one output
 
 
 def kernel_or_skip(kind: str):
@@ -19,7 +19,7 @@ def kernel_or_skip(kind: str):
     but the module did not build (a missing compiler must not pass for a missing flag)."""
     if gemv.missing_flags(kind):
         pytest.skip(f"this CPU lacks {gemv.missing_flags(kind)} for the {kind} GEMV")
-    kernel = gemv.kernel_for(DTYPES[kind])
+    kernel = gemv.kernel_named(kind)
     assert kernel is not None, "the CPU has the ISA but the GEMV module did not build (see the log)"
     return kernel
 
@@ -36,11 +36,11 @@ def operands(kind: str, rows: int, n: int, k: int, seed: int = 0) -> tuple:
         return (w, b), x, F.linear(x.double(), w.double(), b.double())
     q, scale = quantize(w)
     scale = scale.bfloat16().float()  # the engine's scales are the compute dtype's (engine/paged/int8.py)
-    return (q, scale, b), x, F.linear(x.double(), q.double()) * scale.double() + b.double()
+    return (q, scale, b), x, F.linear(x.double(), q.double()) * scale.double() + b.double()  # int8, int8_lut
 
 
-def call(kernel, kind: str, x: torch.Tensor, args: tuple) -> torch.Tensor:
-    return kernel(x, args[0], *args[1:])
+def call(kernel: gemv.Gemv, x: torch.Tensor, args: tuple) -> torch.Tensor:
+    return kernel.run(x, *args)
 
 
 def tolerance(kind: str, ref: torch.Tensor) -> torch.Tensor:
@@ -49,46 +49,46 @@ def tolerance(kind: str, ref: torch.Tensor) -> torch.Tensor:
     return rel * ref.abs() + 1e-4
 
 
-@pytest.mark.parametrize("kind", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_each_kernel_matches_f_linear_at_1_to_8_rows(kind, n, k):
     kernel = kernel_or_skip(kind)
     for rows in range(1, gemv.MAX_ROWS + 1):
         args, x, ref = operands(kind, rows, n, k, seed=rows)
-        y = call(kernel, kind, x, args)
+        y = call(kernel, x, args)
         assert y.shape == (rows, n) and y.dtype == x.dtype
         assert ((y.double() - ref).abs() <= tolerance(kind, ref)).all(), (kind, rows, n, k)
 
 
-@pytest.mark.parametrize("kind", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_rows_result_does_not_depend_on_the_rows_beside_it(kind):
     kernel = kernel_or_skip(kind)
     args, x, _ = operands(kind, gemv.MAX_ROWS, 70, 577 if kind == "fp32" else 200)
-    together = call(kernel, kind, x, args)
+    together = call(kernel, x, args)
     others = x.clone()
     others[1:] = torch.randn_like(others[1:].float()).to(x.dtype) * 100
     for i in range(gemv.MAX_ROWS):  # alone, and among any count of other rows: the same bits
-        assert torch.equal(call(kernel, kind, x[i : i + 1].contiguous(), args)[0], together[i])
-    assert torch.equal(call(kernel, kind, others, args)[0], together[0])
+        assert torch.equal(call(kernel, x[i : i + 1].contiguous(), args)[0], together[i])
+    assert torch.equal(call(kernel, others, args)[0], together[0])
 
 
-@pytest.mark.parametrize("kind", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
 def test_threads_split_outputs_without_changing_them(kind):
     kernel = kernel_or_skip(kind)
     args, x, _ = operands(kind, 3, 4096, 576)  # 2.4+ MB of weights: split across threads
-    one = call(kernel, kind, x, args)
+    one = call(kernel, x, args)
     torch.set_num_threads(2)  # the autouse fixture restores one thread
-    assert torch.equal(call(kernel, kind, x, args), one)
+    assert torch.equal(call(kernel, x, args), one)
 
 
 def test_the_bindings_refuse_what_they_cannot_compute():
     kernel = kernel_or_skip("fp32")
     w = torch.randn(8, 16)
     with pytest.raises(RuntimeError, match="1 to 8 rows"):
-        kernel(torch.randn(9, 16), w, None)
+        kernel.run(torch.randn(9, 16), w, None)
     with pytest.raises(RuntimeError, match="columns"):
-        kernel(torch.randn(1, 15), w, None)
+        kernel.run(torch.randn(1, 15), w, None)
     with pytest.raises(RuntimeError, match="contiguous"):
-        kernel(torch.randn(16, 2).t(), w, None)
+        kernel.run(torch.randn(16, 2).t(), w, None)
     with pytest.raises(RuntimeError, match="bias"):
-        kernel(torch.randn(1, 16), w, torch.randn(7))
+        kernel.run(torch.randn(1, 16), w, torch.randn(7))

@@ -91,3 +91,17 @@ def test_a_cpu_without_the_isa_keeps_the_gemm_path_and_says_so(no_avx512, caplog
         ref = PackedLinear(*parts)(x)
     assert lin.gemv is None and torch.equal(y, ref)
     assert "missing on this CPU" in caplog.text and "keep their GEMM path" in caplog.text
+
+
+def test_int8_without_vbmi_takes_the_widening_kernel(monkeypatch):
+    flags = frozenset(f for f in gemv.cpu_flags() if f != "avx512vbmi")
+    monkeypatch.setattr(gemv, "cpu_flags", lambda: flags)
+    kernel = gemv.kernel_for(torch.int8)
+    assert kernel is None or kernel.kind == "int8"
+    parts = fused(torch.bfloat16)
+    x = torch.randn(1, 72).bfloat16()
+    with torch.inference_mode():
+        y = Int8Linear(*parts, gemv=True)(x)
+    q, scale = quantize(torch.cat([p.weight for p in parts]))
+    ref = F.linear(x.double(), q.double()) * scale.bfloat16().double() + torch.cat([p.bias for p in parts]).double()
+    assert ((y.double() - ref).abs() <= 2.0**-7 * ref.abs() + 1e-3).all()

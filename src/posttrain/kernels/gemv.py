@@ -8,12 +8,13 @@ a software prefetch ahead of every load and several independent sums in flight:
 
 - fp32 weights: AVX-512F FMA;
 - bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
-- int8 weights with one scale per output row (engine/paged/int8.py's rounding): widened to fp32
-  in registers, fp32 sums, the scale applied at the end.
+- int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
+  at the end: with AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
+  lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and multiplied in fp32 (`int8`), which is compute-bound.
 
 A row's result does not depend on the rows beside it or on how many there are (csrc/gemv.h).
-Which kernels run is decided once from /proc/cpuinfo: fp32 and int8 need avx512f/bw/vl and fma,
-bf16 also avx512_bf16. Where a flag is missing (an AVX2-only CPU), where the C++ build fails, or
+Which kernels run is decided once from /proc/cpuinfo: fp32 and int8 need avx512f/bw/vl/dq and
+fma, bf16 also avx512_bf16, int8_lut also avx512_bf16 and avx512vbmi. Where a flag is missing (an AVX2-only CPU), where the C++ build fails, or
 with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their GEMM path; a log line
 says which. The module is compiled once per source and torch version under
 $POSTTRAIN_CACHE/torch_extensions (about a minute), with ninja from the PyPI package.
@@ -24,7 +25,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -39,10 +42,21 @@ MAX_ROWS = 8  # the most rows the bindings take (csrc/gemv_module.cpp)
 DECODE_ROWS = 2
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
 CSRC = Path(__file__).parent / "csrc"
-SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp")
+SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp", "gemv_int8_lut.cpp")
 CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma")
 BASE_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma")
-NEEDS = {"fp32": BASE_FLAGS, "int8": BASE_FLAGS, "bf16": BASE_FLAGS + ("avx512_bf16",)}
+NEEDS = {"fp32": BASE_FLAGS, "int8": BASE_FLAGS, "bf16": BASE_FLAGS + ("avx512_bf16",),
+         "int8_lut": BASE_FLAGS + ("avx512_bf16", "avx512vbmi")}
+CHOICES = {torch.float32: ("fp32",), torch.bfloat16: ("bf16",), torch.int8: ("int8_lut", "int8")}  # best first
+
+
+@dataclass(frozen=True)
+class Gemv:
+    """One kernel: `run(x, W, bias)`, or for int8 `run(x, W, scale float32 [N], bias)`; W as torch
+    stores it (contiguous [N, K]), bias None or [N] in x's dtype."""
+
+    kind: str
+    run: Callable
 
 
 @functools.cache
@@ -52,7 +66,7 @@ def cpu_flags() -> frozenset[str]:
 
 
 def missing_flags(kind: str) -> list[str]:
-    """The CPU flags kernel `kind` ("fp32", "bf16", "int8") needs that this CPU lacks."""
+    """The CPU flags kernel `kind` (a key of NEEDS) needs that this CPU lacks."""
     have = cpu_flags()
     return [f for f in NEEDS[kind] if f not in have]
 
@@ -96,22 +110,23 @@ def module():
         return None
 
 
-def kind_of(weight_dtype: torch.dtype) -> str | None:
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int8: "int8"}.get(weight_dtype)
+def kernel_named(kind: str) -> Gemv | None:
+    """Kernel `kind` (a key of NEEDS), or None where this CPU lacks its flags or the build failed."""
+    if missing_flags(kind) or module() is None:
+        return None
+    return Gemv(kind, getattr(module(), kind))
 
 
-def kernel_for(weight_dtype: torch.dtype):
-    """The GEMV for weights of this dtype (float32, bfloat16, or int8 with bf16 activations), or
-    None where this CPU or build has none: fp32/bf16 kernels are called (x, W, bias|None), the
-    int8 one (x, W, scale float32 [N], bias|None)."""
-    kind = kind_of(weight_dtype)
-    if kind is None:
-        return None
-    if missing_flags(kind):
-        _say_missing(kind)
-        return None
-    mod = module()
-    return getattr(mod, kind) if mod is not None else None
+def kernel_for(weight_dtype: torch.dtype) -> Gemv | None:
+    """The best GEMV this CPU runs for weights of this dtype (float32, bfloat16, or int8 with bf16
+    activations), or None (the reason logged once): the linears then keep their GEMM path."""
+    kinds = CHOICES.get(weight_dtype, ())
+    for kind in kinds:
+        if not missing_flags(kind):
+            return kernel_named(kind)
+    if kinds:
+        _say_missing(kinds[-1])
+    return None
 
 
 @functools.cache

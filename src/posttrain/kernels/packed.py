@@ -207,8 +207,10 @@ class PackedLinear:
         """x -> x W^T + b through kernels/gemv.py, or None where this CPU has no kernel for W."""
         w = self.weight.detach()
         kernel = kernel_for(w.dtype) if w.device.type == "cpu" and w.is_contiguous() else None
+        if kernel is None:
+            return None
         bias = None if self.bias is None else self.bias.detach().contiguous()
-        return None if kernel is None else (lambda x: kernel(x, w, bias))
+        return lambda x: kernel.run(x, w, bias)
 
     def _transform(self, weight: torch.Tensor) -> torch.Tensor:
         """The weights the GEMM multiplies by (a subclass rounds them: engine/paged/int8.py)."""

@@ -47,7 +47,7 @@ class Int8Linear(PackedLinear):
             return None
         q, scale = self.int8[0], self.int8[1].float()  # the compute dtype's scales, exactly
         bias = None if self.bias is None else self.bias.detach().contiguous()
-        return lambda x: kernel(x, q, scale, bias)
+        return lambda x: kernel.run(x, q, scale, bias)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():

@@ -41,11 +41,12 @@ struct StepMasks {
   }
 };
 
-// Output row w (K weights) against G rows of x: lanes[g * stride] = the 16 lane sums of x[g] . w.
-// Dot is one weight format: Dot::step<G>(acc, x, K, w, k, masks) adds sub-chunk u at
+// Output row w (K weights) against G rows of x (xs apart): lanes[g * stride] = the 16 lane sums of
+// x[g] . w. Dot is one weight format: Dot::step<G>(acc, x, xs, w, k, masks) adds sub-chunk u at
 // w + k + u * Dot::SUB into acc[g][u].
 template <typename Dot, int G>
-inline void row_lanes(const typename Dot::X* x, const typename Dot::W* w, int64_t K, __m512* lanes, int stride) {
+inline void row_lanes(const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t K, __m512* lanes,
+                      int stride) {
   using Masks = StepMasks<typename Dot::Mask, Dot::SUB>;
   constexpr int64_t STEP = int64_t(SUMS) * Dot::SUB;
   __m512 acc[G][SUMS];  // every loop over it unrolled: an index left at run time puts it in memory
@@ -54,21 +55,21 @@ inline void row_lanes(const typename Dot::X* x, const typename Dot::W* w, int64_
 #pragma GCC unroll 4
     for (int u = 0; u < SUMS; ++u) acc[g][u] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + STEP <= K; k += STEP) Dot::template step<G>(acc, x, K, w, k, Masks(STEP));
-  if (k < K) Dot::template step<G>(acc, x, K, w, k, Masks(K - k));
+  for (; k + STEP <= K; k += STEP) Dot::template step<G>(acc, x, xs, w, k, Masks(STEP));
+  if (k < K) Dot::template step<G>(acc, x, xs, w, k, Masks(K - k));
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
     lanes[g * stride] = _mm512_add_ps(_mm512_add_ps(acc[g][0], acc[g][1]), _mm512_add_ps(acc[g][2], acc[g][3]));
 }
 
 template <typename Dot>
-inline void group_lanes(int G, const typename Dot::X* x, const typename Dot::W* w, int64_t K, __m512* lanes,
-                        int stride) {
+inline void group_lanes(int G, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t K,
+                        __m512* lanes, int stride) {
   switch (G) {
-    case 1: return row_lanes<Dot, 1>(x, w, K, lanes, stride);
-    case 2: return row_lanes<Dot, 2>(x, w, K, lanes, stride);
-    case 3: return row_lanes<Dot, 3>(x, w, K, lanes, stride);
-    default: return row_lanes<Dot, 4>(x, w, K, lanes, stride);
+    case 1: return row_lanes<Dot, 1>(x, xs, w, K, lanes, stride);
+    case 2: return row_lanes<Dot, 2>(x, xs, w, K, lanes, stride);
+    case 3: return row_lanes<Dot, 3>(x, xs, w, K, lanes, stride);
+    default: return row_lanes<Dot, 4>(x, xs, w, K, lanes, stride);
   }
 }
 
@@ -89,9 +90,11 @@ inline __m512 lane_sums16(const __m512* v) {
 inline __mmask16 first_lanes(int rows) { return __mmask16((1u << rows) - 1); }
 
 // Every output, 16 at a time: finish(m, n0, rows, sums) gets x[m] . W[n0 + r] in lane r < rows.
-// W's rows are read in order, each once; blocks of 16 split across torch's threads.
+// W's rows are read in order, each once; blocks of 16 split across torch's threads. x's rows are
+// xs elements apart (K, unless a kernel lays x out its own way).
 template <typename Dot, typename Finish>
-void gemv(int M, const typename Dot::X* x, const typename Dot::W* w, int64_t N, int64_t K, const Finish& finish) {
+void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t K,
+          const Finish& finish) {
   const int64_t block_bytes = BLOCK * K * int64_t(sizeof(typename Dot::W));
   const int64_t grain = std::max<int64_t>(1, GRAIN_BYTES / std::max<int64_t>(1, block_bytes));
   at::parallel_for(0, (N + BLOCK - 1) / BLOCK, grain, [&](int64_t b0, int64_t b1) {
@@ -103,7 +106,7 @@ void gemv(int M, const typename Dot::X* x, const typename Dot::W* w, int64_t N, 
         for (int r = rows; r < BLOCK; ++r) lanes[m][r] = _mm512_setzero_ps();
       for (int r = 0; r < rows; ++r)  // W's row n0 + r from memory once; a second group of x rows finds it in L1
         for (int m0 = 0; m0 < M; m0 += GROUP)
-          group_lanes<Dot>(std::min(GROUP, M - m0), x + m0 * K, w + (n0 + r) * K, K, &lanes[m0][r], BLOCK);
+          group_lanes<Dot>(std::min(GROUP, M - m0), x + m0 * xs, xs, w + (n0 + r) * K, K, &lanes[m0][r], BLOCK);
       for (int m = 0; m < M; ++m) finish(m, n0, rows, lane_sums16(lanes[m]));
     }
   });

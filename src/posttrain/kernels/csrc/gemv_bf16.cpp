@@ -17,7 +17,7 @@ struct Bf16Dot {
   static constexpr int SUB = 32;
 
   template <int G>
-  static inline void step(__m512 (&acc)[G][SUMS], const uint16_t* x, int64_t K, const uint16_t* w, int64_t k,
+  static inline void step(__m512 (&acc)[G][SUMS], const uint16_t* x, int64_t xs, const uint16_t* w, int64_t k,
                           const StepMasks<Mask, SUB>& masks) {
 #pragma GCC unroll 4
     for (int u = 0; u < SUMS; ++u) {
@@ -25,7 +25,7 @@ struct Bf16Dot {
       const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(masks.sub[u], w + at);
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g)
-        acc[g][u] = _mm512_dpbf16_ps(acc[g][u], (__m512bh)_mm512_maskz_loadu_epi16(masks.sub[u], x + g * K + at), wv);
+        acc[g][u] = _mm512_dpbf16_ps(acc[g][u], (__m512bh)_mm512_maskz_loadu_epi16(masks.sub[u], x + g * xs + at), wv);
     }
   }
 };
@@ -34,7 +34,7 @@ struct Bf16Dot {
 
 void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10::BFloat16* bias, c10::BFloat16* y,
                int64_t N, int64_t K) {
-  gemv<Bf16Dot>(M, reinterpret_cast<const uint16_t*>(x), reinterpret_cast<const uint16_t*>(w), N, K,
+  gemv<Bf16Dot>(M, reinterpret_cast<const uint16_t*>(x), K, reinterpret_cast<const uint16_t*>(w), N, K,
                 [&](int m, int64_t n0, int rows, __m512 sums) {
                   alignas(64) float s[BLOCK];
                   _mm512_store_ps(s, sums);

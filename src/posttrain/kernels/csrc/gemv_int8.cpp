@@ -18,7 +18,7 @@ struct Int8Dot {
   static constexpr int SUB = 16;
 
   template <int G>
-  static inline void step(__m512 (&acc)[G][SUMS], const float* x, int64_t K, const int8_t* w, int64_t k,
+  static inline void step(__m512 (&acc)[G][SUMS], const float* x, int64_t xs, const int8_t* w, int64_t k,
                           const StepMasks<Mask, SUB>& masks) {
 #pragma GCC unroll 4
     for (int u = 0; u < SUMS; ++u) {
@@ -26,7 +26,7 @@ struct Int8Dot {
       const __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(masks.sub[u], w + at)));
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g)
-        acc[g][u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks.sub[u], x + g * K + at), wv, acc[g][u]);
+        acc[g][u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks.sub[u], x + g * xs + at), wv, acc[g][u]);
     }
   }
 };
@@ -36,7 +36,7 @@ struct Int8Dot {
 void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
                c10::BFloat16* y, int64_t N, int64_t K) {
   const std::vector<float> wide(x, x + M * K);
-  gemv<Int8Dot>(M, wide.data(), w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
+  gemv<Int8Dot>(M, wide.data(), K, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
     alignas(64) float s[BLOCK];
     _mm512_store_ps(s, sums);
     for (int r = 0; r < rows; ++r)

@@ -8,6 +8,8 @@ void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10:
                int64_t N, int64_t K);
 void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
                c10::BFloat16* y, int64_t N, int64_t K);
+void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
+                   c10::BFloat16* y, int64_t N, int64_t K);
 }  // namespace gemv
 
 namespace {
@@ -61,11 +63,24 @@ torch::Tensor int8(const torch::Tensor& x, const torch::Tensor& w, const torch::
   return y;
 }
 
+torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
+                       const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.int8_lut: x must be bfloat16");
+  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
+              "gemv.int8_lut: the scales must be a contiguous float32 [N]");
+  auto y = checked_output(x, w, bias, torch::kInt8);
+  gemv::int8_lut_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                      bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+  return y;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=8, K], W float32 [N, K] (AVX-512F)");
   m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=8, K], W bfloat16 [N, K] (AVX-512-BF16)");
   m.def("int8", &int8, "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512F)");
+  m.def("int8_lut", &int8_lut,
+        "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512-BF16, VBMI)");
   m.attr("max_rows") = MAX_ROWS;
 }
