@@ -17,9 +17,10 @@ Each is given as ms per pass and GB/s of weight bytes. Run under flock /tmp/post
 from __future__ import annotations
 
 import argparse
+import os
 
 import torch
-from parts.report import add_args, write_json
+from parts.report import add_args, cpu, write_json
 
 from posttrain.engine.paged.int8 import quantize
 from posttrain.kernels import gemv
@@ -92,7 +93,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     rows, repeat = ((1,), 3) if args.quick else ((1, 2, 4, 8), 5)
-    res = {"command": "python bench/gemv.py" + (" --quick" if args.quick else "") + f" --threads {args.threads}",
+    res = {"cpu": cpu(load_avg_at_start=os.getloadavg()), "command": "python bench/gemv.py" + (" --quick" if args.quick else "") + f" --threads {args.threads}",
            "threads": args.threads, "torch": torch.__version__}
     for kind in ("fp32", "bf16", "int8"):
         res[kind] = kind_rows(kind, rows, repeat)
