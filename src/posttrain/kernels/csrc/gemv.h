@@ -8,7 +8,7 @@
 // a fixed tree across the lanes, for 16 outputs at once (lane_sums16). That order depends only on K, never on M or on the rows beside
 // it: a row's result is the same alone or among others. W is one sequential stream, which the
 // hardware prefetcher follows: software prefetches 0.5-4 KB ahead of every line made one core
-// stream 10-20% slower on AMD EPYC (Zen 4), so there are none.
+// stream 8-19% slower on AMD EPYC (Zen 4), so there are none.
 //
 // Everything here has internal linkage: each kernel's file compiles it for its own ISA.
 #pragma once
