@@ -2,21 +2,21 @@
 
 At one token per sequence a decode step reads every weight once, so its linears are bound by how
 fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
-them well below a plain streaming read on the CPUs this was measured on (BENCHMARKS.md, issue 34);
-these kernels read W as torch stores it ([N, K], no second packed copy), front to back once, with
-a software prefetch ahead of every load and several independent sums in flight:
+them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W as
+torch stores it ([N, K], no second packed copy), front to back once, with four independent sums
+per output and sixteen outputs reduced together (csrc/gemv.h):
 
 - fp32 weights: AVX-512F FMA;
 - bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
 - int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
   at the end: with AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
-  lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and multiplied in fp32 (`int8`), which is compute-bound.
+  lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and
+  multiplied in fp32 (`int8`, compute-bound on AMD Zen 4).
 
-A row's result does not depend on the rows beside it or on how many there are (csrc/gemv.h).
-Which kernels run is decided once from /proc/cpuinfo: fp32 and int8 need avx512f/bw/vl/dq and
-fma, bf16 also avx512_bf16, int8_lut also avx512_bf16 and avx512vbmi. Where a flag is missing (an AVX2-only CPU), where the C++ build fails, or
-with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their GEMM path; a log line
-says which. The module is compiled once per source and torch version under
+A row's result does not depend on the rows beside it or on how many there are. Which kernels run
+is decided once from /proc/cpuinfo (NEEDS). Where a flag is missing (an AVX2-only CPU), where the
+C++ build fails, or with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their
+GEMM path; a log line says which. The module is compiled once per source and torch version under
 $POSTTRAIN_CACHE/torch_extensions (about a minute), with ninja from the PyPI package.
 """
 
