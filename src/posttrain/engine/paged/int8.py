@@ -1,10 +1,12 @@
 """Weight-only int8 linears for bf16 decode on CPU (`EngineConfig(weights="int8")`, opt-in, lossy).
 
 Each output channel's weights are rounded to int8 with a symmetric scale (its max |w| / 127).
-Calls of at most INT8_ROWS rows (single-sequence decode, where a step streams every weight from
-memory) run ATen's int8 weight GEMM (`_weight_int8pack_mm`: half the bytes of bf16); calls of
-more rows run the usual packed bf16 GEMM on the dequantized weights (int8 x scale), so every row
-sees the same quantized model, though not with the same rounding at 1-2 rows as at more. The int8
+Calls of decode's few rows (where a step streams every weight from memory) run the int8 GEMV of
+kernels/gemv.py where the CPU has it (up to `gemv.DECODE_ROWS`) (half the bytes of bf16, read
+at the streaming rate); without it, calls of at most INT8_ROWS rows run ATen's int8 weight GEMM
+(`_weight_int8pack_mm`). Calls of more rows run the usual packed bf16 GEMM on the dequantized
+weights (int8 x scale), so every row sees the same quantized model, though not with the same
+rounding at few rows as at more. The int8
 copy follows its source parameters like any packed copy (kernels/packed.py): RL weight updates
 requantize it.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from posttrain.kernels.gemv import kernel_for
 from posttrain.kernels.packed import PackedLinear
 
 INT8_ROWS = 2  # up to this many rows the int8 kernel beats bf16 GEMM (SmolLM2: 1.3x at 1 row, 1.2x at 2)
@@ -28,8 +31,8 @@ def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Int8Linear(PackedLinear):
     """A PackedLinear over int8-rounded weights: the int8 kernel for few rows, packed bf16 GEMM otherwise."""
 
-    def __init__(self, *linears: torch.nn.Linear):
-        super().__init__(*linears, pack=True)
+    def __init__(self, *linears: torch.nn.Linear, gemv: bool = False):
+        super().__init__(*linears, pack=True, gemv=gemv)
         self.int8 = None  # (int8 weights [N, K], scales [N] in the compute dtype)
 
     def _transform(self, weight: torch.Tensor) -> torch.Tensor:
@@ -37,11 +40,22 @@ class Int8Linear(PackedLinear):
         self.int8 = (q, scale.to(weight.dtype))
         return (q.float() * scale[:, None]).to(weight.dtype)  # dequantized, for the packed GEMM
 
+    def _gemv_call(self):
+        """x -> scale * (x q^T) + b through the int8 GEMV (kernels/gemv.py), or None without it."""
+        kernel = kernel_for(torch.int8)
+        if kernel is None:
+            return None
+        q, scale = self.int8[0], self.int8[1].float()  # the compute dtype's scales, exactly
+        bias = None if self.bias is None else self.bias.detach().contiguous()
+        return lambda x: kernel.run(x, q, scale, bias)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] > INT8_ROWS:
-            return super().__call__(x)  # the packed GEMM on the dequantized weights
         if self.key != self._key():
             self._refresh()
+        if 0 < x.shape[0] <= self.gemv_rows and self.gemv is not None:
+            return self.gemv(x.contiguous())
+        if x.shape[0] > INT8_ROWS:
+            return super().__call__(x)  # the packed GEMM on the dequantized weights
         y = torch.ops.aten._weight_int8pack_mm(x.contiguous(), *self.int8)
         return y if self.bias is None else y + self.bias.detach()
 

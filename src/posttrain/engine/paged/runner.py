@@ -51,7 +51,7 @@ class Batch:
 
 class ModelRunner:
     def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None,
-                 gemm: str = "mkl", attention=None):
+                 gemm: str = "mkl", attention=None, gemv: bool = False):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -64,7 +64,8 @@ class ModelRunner:
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
         # share the model's weights (packed: a copy that follows them); linear: another class (int8)
-        self.linears = linears_of(model, packed, linear, gemm)
+        # gemv: decode's few rows stream the weights through kernels/gemv.py where the CPU has it
+        self.linears = linears_of(model, packed, linear, gemm, gemv)
         self.act = next((layer.mlp.act_fn for layer in model.model.layers if hasattr(layer.mlp, "act_fn")), None)
         # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
         # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)

@@ -78,10 +78,13 @@ class HeadMajorKV:
         big = torch.empty((), dtype=dtype).element_size() * torch.Size(shape).numel() > EAGER_ZERO_BYTES
         self.kv = (torch.empty if big else torch.zeros)(shape, dtype=dtype, device=device)
         self.kv[:, num_blocks] = 0
+        # per layer, views K [blocks + 1, KVH, bs, D] and V (the same), made once: at batch 1 making
+        # them twice per layer per step cost more than a tenth of a millisecond a step
+        self.layer_halves = [(self.kv[i, :, :, :block_size], self.kv[i, :, :, block_size:]) for i in range(num_layers)]
 
     def halves(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views K [blocks + 1, KVH, bs, D] and V (the same) of one layer."""
-        return self.kv[layer, :, :, : self.block_size], self.kv[layer, :, :, self.block_size :]
+        return self.layer_halves[layer]
 
     def clear_fresh_blocks(self, slots: torch.Tensor) -> None:
         """Zero each block whose first slot is about to be written (as KVCache does)."""

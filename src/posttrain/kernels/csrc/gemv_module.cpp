@@ -1,0 +1,86 @@
+// Python bindings of the decode GEMVs (kernels/gemv.py builds this module and picks the kernels
+// this CPU's flags allow): y = x W^T (+ b) for 1 to 8 contiguous rows of x.
+#include <torch/extension.h>
+
+namespace gemv {
+void fp32_gemv(int M, const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t K);
+void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10::BFloat16* bias, c10::BFloat16* y,
+               int64_t N, int64_t K);
+void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
+               c10::BFloat16* y, int64_t N, int64_t K);
+void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
+                   c10::BFloat16* y, int64_t N, int64_t K);
+}  // namespace gemv
+
+namespace {
+
+constexpr int MAX_ROWS = 8;  // gemv.h MAX_ROWS
+
+// Checks x [M, K] (1 <= M <= 8) against W [N, K] and the bias [N]; returns an empty y [M, N].
+torch::Tensor checked_output(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias,
+                             c10::ScalarType w_dtype) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(), "gemv: x must be a contiguous CPU [M, K]");
+  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= MAX_ROWS, "gemv: 1 to 8 rows, got ", x.size(0));
+  TORCH_CHECK(w.dim() == 2 && w.is_contiguous() && w.scalar_type() == w_dtype, "gemv: W must be a contiguous ",
+              w_dtype, " [N, K]");
+  TORCH_CHECK(w.size(1) == x.size(1), "gemv: x has ", x.size(1), " columns, W ", w.size(1));
+  if (bias) {
+    TORCH_CHECK(bias->is_contiguous() && bias->numel() == w.size(0) && bias->scalar_type() == x.scalar_type(),
+                "gemv: the bias must be a contiguous [N] in x's dtype");
+  }
+  return torch::empty({x.size(0), w.size(0)}, x.options());
+}
+
+template <typename T>
+const T* bias_ptr(const c10::optional<torch::Tensor>& bias) {
+  return bias ? bias->data_ptr<T>() : nullptr;
+}
+
+torch::Tensor fp32(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "gemv.fp32: x must be float32");
+  auto y = checked_output(x, w, bias, torch::kFloat32);
+  gemv::fp32_gemv(x.size(0), x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr<float>(bias), y.data_ptr<float>(),
+                  w.size(0), w.size(1));
+  return y;
+}
+
+torch::Tensor bf16(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.bf16: x must be bfloat16");
+  auto y = checked_output(x, w, bias, torch::kBFloat16);
+  gemv::bf16_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<c10::BFloat16>(), bias_ptr<c10::BFloat16>(bias),
+                  y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+  return y;
+}
+
+torch::Tensor int8(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
+                   const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.int8: x must be bfloat16");
+  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
+              "gemv.int8: the scales must be a contiguous float32 [N]");
+  auto y = checked_output(x, w, bias, torch::kInt8);
+  gemv::int8_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                  bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+  return y;
+}
+
+torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
+                       const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.int8_lut: x must be bfloat16");
+  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
+              "gemv.int8_lut: the scales must be a contiguous float32 [N]");
+  auto y = checked_output(x, w, bias, torch::kInt8);
+  gemv::int8_lut_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
+                      bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+  return y;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=8, K], W float32 [N, K] (AVX-512F)");
+  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=8, K], W bfloat16 [N, K] (AVX-512-BF16)");
+  m.def("int8", &int8, "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512F)");
+  m.def("int8_lut", &int8_lut,
+        "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512-BF16, VBMI)");
+  m.attr("max_rows") = MAX_ROWS;
+}

@@ -1,0 +1,135 @@
+"""Weight-streaming GEMVs for decode's few rows (1 to MAX_ROWS), built from csrc/ at first use.
+
+At one token per sequence a decode step reads every weight once, so its linears are bound by how
+fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
+them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W as
+torch stores it ([N, K], no second packed copy), front to back once, with four independent sums
+per output and sixteen outputs reduced together (csrc/gemv.h):
+
+- fp32 weights: AVX-512F FMA;
+- bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
+- int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
+  at the end: with AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
+  lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and
+  multiplied in fp32 (`int8`, compute-bound on AMD Zen 4).
+
+A row's result does not depend on the rows beside it or on how many there are. Which kernels run
+is decided once from /proc/cpuinfo (NEEDS). Where a flag is missing (an AVX2-only CPU), where the
+C++ build fails, or with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their
+GEMM path; a log line says which. The module is compiled once per source and torch version under
+$POSTTRAIN_CACHE/torch_extensions (about a minute), with ninja from the PyPI package.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from posttrain.machine import cpu_info
+
+log = logging.getLogger(__name__)
+
+MAX_ROWS = 8  # the most rows the bindings take (csrc/gemv_module.cpp)
+# The engine's linears take the GEMV up to this many rows: where it beat their GEMMs on SmolLM2's
+# shapes at one thread in every run (bench/gemv.py, AMD EPYC: at 4 rows fp32 loses, bf16 and int8
+# win in one run and lose in another).
+DECODE_ROWS = 2
+ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
+CSRC = Path(__file__).parent / "csrc"
+SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp", "gemv_int8_lut.cpp")
+CFLAGS = ("-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma")
+BASE_FLAGS = ("avx512f", "avx512bw", "avx512vl", "avx512dq", "fma")
+NEEDS = {"fp32": BASE_FLAGS, "int8": BASE_FLAGS, "bf16": BASE_FLAGS + ("avx512_bf16",),
+         "int8_lut": BASE_FLAGS + ("avx512_bf16", "avx512vbmi")}
+CHOICES = {torch.float32: ("fp32",), torch.bfloat16: ("bf16",), torch.int8: ("int8_lut", "int8")}  # best first
+
+
+@dataclass(frozen=True)
+class Gemv:
+    """One kernel: `run(x, W, bias)`, or for int8 `run(x, W, scale float32 [N], bias)`; W as torch
+    stores it (contiguous [N, K]), bias None or [N] in x's dtype."""
+
+    kind: str
+    run: Callable
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """This CPU's /proc/cpuinfo flags (tests patch this to play a CPU without some)."""
+    return frozenset(cpu_info()["all_flags"].split())
+
+
+def missing_flags(kind: str) -> list[str]:
+    """The CPU flags kernel `kind` (a key of NEEDS) needs that this CPU lacks."""
+    have = cpu_flags()
+    return [f for f in NEEDS[kind] if f not in have]
+
+
+def build_dir() -> Path:
+    """Under the cache models/gguf.py uses too ($POSTTRAIN_CACHE or ~/.cache/posttrain)."""
+    root = Path(os.environ.get("POSTTRAIN_CACHE", Path.home() / ".cache" / "posttrain"))
+    return root / "torch_extensions" / f"gemv-torch{torch.__version__}"
+
+
+def _ninja_on_path() -> None:
+    """torch's builder runs `ninja` from PATH; the PyPI package's binary is not there unless the
+    venv is activated."""
+    try:
+        import ninja
+    except ImportError:
+        return
+    os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@functools.cache
+def module():
+    """The compiled extension, or None (the reason logged once)."""
+    if os.environ.get(ENV) == "0":
+        log.warning("decode GEMV kernels off (%s=0): the linears keep their GEMM path", ENV)
+        return None
+    if missing_flags("fp32"):
+        log.warning("decode GEMV kernels need %s, missing on this CPU: the linears keep their GEMM path",
+                    "/".join(missing_flags("fp32")))
+        return None
+    from torch.utils import cpp_extension
+
+    _ninja_on_path()
+    build_dir().mkdir(parents=True, exist_ok=True)
+    try:
+        return cpp_extension.load("posttrain_gemv", [str(CSRC / s) for s in SOURCES], extra_cflags=list(CFLAGS),
+                                  extra_include_paths=[str(CSRC)], build_directory=str(build_dir()))
+    except Exception as e:  # noqa: BLE001 - no compiler or ninja: the GEMM path still works
+        log.warning("decode GEMV kernels did not build (%s): the linears keep their GEMM path",
+                    str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None
+
+
+def kernel_named(kind: str) -> Gemv | None:
+    """Kernel `kind` (a key of NEEDS), or None where this CPU lacks its flags or the build failed."""
+    if missing_flags(kind) or module() is None:
+        return None
+    return Gemv(kind, getattr(module(), kind))
+
+
+def kernel_for(weight_dtype: torch.dtype) -> Gemv | None:
+    """The best GEMV this CPU runs for weights of this dtype (float32, bfloat16, or int8 with bf16
+    activations), or None (the reason logged once): the linears then keep their GEMM path."""
+    kinds = CHOICES.get(weight_dtype, ())
+    for kind in kinds:
+        if not missing_flags(kind):
+            return kernel_named(kind)
+    if kinds:
+        _say_missing(kinds[-1])
+    return None
+
+
+@functools.cache
+def _say_missing(kind: str) -> None:
+    log.warning("the %s decode GEMV needs %s, missing on this CPU: %s linears keep their GEMM path",
+                kind, "/".join(missing_flags(kind)), kind)

@@ -1,0 +1,94 @@
+"""The decode GEMVs (kernels/gemv.py): each kernel against F.linear on odd shapes at 1..8 rows,
+rows independent of their neighbours, thread counts, and the input checks. Where the CPU lacks a
+kernel's ISA the kernel tests skip (allowed in tests/ci_skips.py); the fallback tests
+(tests/kernels/test_gemv_linear.py) run everywhere."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from posttrain.engine.paged.int8 import quantize
+from posttrain.kernels import gemv
+
+KINDS = ("fp32", "bf16", "int8", "int8_lut")
+SHAPES = [(37, 577), (16, 64), (50, 128), (1, 33), (20, 200)]  # (N, K): N off 16, K odd, one step, one output
+
+
+def kernel_or_skip(kind: str):
+    """The kernel of `kind`; a skip where this CPU lacks its ISA; a failure where it has the ISA
+    but the module did not build (a missing compiler must not pass for a missing flag)."""
+    if gemv.missing_flags(kind):
+        pytest.skip(f"this CPU lacks {gemv.missing_flags(kind)} for the {kind} GEMV")
+    kernel = gemv.kernel_named(kind)
+    assert kernel is not None, "the CPU has the ISA but the GEMV module did not build (see the log)"
+    return kernel
+
+
+def operands(kind: str, rows: int, n: int, k: int, seed: int = 0) -> tuple:
+    """(kernel args without x's rows picked, x, reference y in fp64)."""
+    g = torch.Generator().manual_seed(seed)
+    x, w, b = torch.randn(rows, k, generator=g), torch.randn(n, k, generator=g) / k**0.5, torch.randn(n, generator=g)
+    if kind == "fp32":
+        return (w, b), x, F.linear(x.double(), w.double(), b.double())
+    x, b = x.bfloat16(), b.bfloat16()
+    if kind == "bf16":
+        w = w.bfloat16()
+        return (w, b), x, F.linear(x.double(), w.double(), b.double())
+    q, scale = quantize(w)
+    scale = scale.bfloat16().float()  # the engine's scales are the compute dtype's (engine/paged/int8.py)
+    return (q, scale, b), x, F.linear(x.double(), q.double()) * scale.double() + b.double()  # int8, int8_lut
+
+
+def call(kernel: gemv.Gemv, x: torch.Tensor, args: tuple) -> torch.Tensor:
+    return kernel.run(x, *args)
+
+
+def tolerance(kind: str, ref: torch.Tensor) -> torch.Tensor:
+    """fp32: sums over K in another order; bf16 out: one bf16 rounding (2^-8 relative) on top."""
+    rel = 1e-5 if kind == "fp32" else 2.0**-8
+    return rel * ref.abs() + 1e-4
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_each_kernel_matches_f_linear_at_1_to_8_rows(kind, n, k):
+    kernel = kernel_or_skip(kind)
+    for rows in range(1, gemv.MAX_ROWS + 1):
+        args, x, ref = operands(kind, rows, n, k, seed=rows)
+        y = call(kernel, x, args)
+        assert y.shape == (rows, n) and y.dtype == x.dtype
+        assert ((y.double() - ref).abs() <= tolerance(kind, ref)).all(), (kind, rows, n, k)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_rows_result_does_not_depend_on_the_rows_beside_it(kind):
+    kernel = kernel_or_skip(kind)
+    args, x, _ = operands(kind, gemv.MAX_ROWS, 70, 577 if kind == "fp32" else 200)
+    together = call(kernel, x, args)
+    others = x.clone()
+    others[1:] = torch.randn_like(others[1:].float()).to(x.dtype) * 100
+    for i in range(gemv.MAX_ROWS):  # alone, and among any count of other rows: the same bits
+        assert torch.equal(call(kernel, x[i : i + 1].contiguous(), args)[0], together[i])
+    assert torch.equal(call(kernel, others, args)[0], together[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_threads_split_outputs_without_changing_them(kind):
+    kernel = kernel_or_skip(kind)
+    args, x, _ = operands(kind, 3, 4096, 576)  # 2.4+ MB of weights: split across threads
+    one = call(kernel, x, args)
+    torch.set_num_threads(2)  # the autouse fixture restores one thread
+    assert torch.equal(call(kernel, x, args), one)
+
+
+def test_the_bindings_refuse_what_they_cannot_compute():
+    kernel = kernel_or_skip("fp32")
+    w = torch.randn(8, 16)
+    with pytest.raises(RuntimeError, match="1 to 8 rows"):
+        kernel.run(torch.randn(9, 16), w, None)
+    with pytest.raises(RuntimeError, match="columns"):
+        kernel.run(torch.randn(1, 15), w, None)
+    with pytest.raises(RuntimeError, match="contiguous"):
+        kernel.run(torch.randn(16, 2).t(), w, None)
+    with pytest.raises(RuntimeError, match="bias"):
+        kernel.run(torch.randn(1, 16), w, torch.randn(7))
