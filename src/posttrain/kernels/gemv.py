@@ -101,6 +101,8 @@ def module():
 
     _ninja_on_path()
     build_dir().mkdir(parents=True, exist_ok=True)
+    if not any(build_dir().glob("*.so")):
+        log.warning("building the decode GEMV kernels once, in %s (about 30 s on 2 cores)", build_dir())
     try:
         return cpp_extension.load("posttrain_gemv", [str(CSRC / s) for s in SOURCES], extra_cflags=list(CFLAGS),
                                   extra_include_paths=[str(CSRC)], build_directory=str(build_dir()))
