@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -110,6 +111,15 @@ void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w,
       for (int m = 0; m < M; ++m) finish(m, n0, rows, lane_sums16(lanes[m]));
     }
   });
+}
+
+// The int8 kernels' epilogue: y[m, n0 + r] = sums[r] * scale[n0 + r] + bias[n0 + r], rounded to bf16.
+inline void store_scaled(c10::BFloat16* y, int64_t N, const float* scale, const c10::BFloat16* bias, int m,
+                         int64_t n0, int rows, __m512 sums) {
+  alignas(64) float s[BLOCK];
+  _mm512_store_ps(s, sums);
+  for (int r = 0; r < rows; ++r)
+    y[m * N + n0 + r] = c10::BFloat16(s[r] * scale[n0 + r] + (bias ? float(bias[n0 + r]) : 0.0f));
 }
 
 }  // namespace

@@ -37,10 +37,7 @@ void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scal
                c10::BFloat16* y, int64_t N, int64_t K) {
   const std::vector<float> wide(x, x + M * K);
   gemv<Int8Dot>(M, wide.data(), K, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
-    alignas(64) float s[BLOCK];
-    _mm512_store_ps(s, sums);
-    for (int r = 0; r < rows; ++r)
-      y[m * N + n0 + r] = c10::BFloat16(s[r] * scale[n0 + r] + (bias ? float(bias[n0 + r]) : 0.0f));
+    store_scaled(y, N, scale, bias, m, n0, rows, sums);
   });
 }
 

@@ -93,10 +93,7 @@ void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* 
   const int64_t step = int64_t(SUMS) * Int8LutDot::SUB, padded = (K + step - 1) / step * step;
   const std::vector<uint16_t> xo = lookup_order(M, x, K, padded);
   gemv<Int8LutDot>(M, xo.data(), padded, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
-    alignas(64) float s[BLOCK];
-    _mm512_store_ps(s, sums);
-    for (int r = 0; r < rows; ++r)
-      y[m * N + n0 + r] = c10::BFloat16(s[r] * scale[n0 + r] + (bias ? float(bias[n0 + r]) : 0.0f));
+    store_scaled(y, N, scale, bias, m, n0, rows, sums);
   });
 }
 
