@@ -246,7 +246,7 @@ class PackedLinear:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():
             self._refresh()
-        if 0 < x.shape[0] <= self.gemv_rows and self.gemv is not None:
+        if 0 < x.shape[0] <= self.gemv_rows:  # gemv_rows is 0 without a kernel
             return self.gemv(x.contiguous())
         plain = not self.pack or (self.on_mkl and torch.get_num_threads() == 1
                                   and x.shape[0] >= (UNPACKED_ROWS_WIDE if len(self.weight) >= WIDE else UNPACKED_ROWS))

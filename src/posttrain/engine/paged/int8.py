@@ -52,7 +52,7 @@ class Int8Linear(PackedLinear):
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():
             self._refresh()
-        if 0 < x.shape[0] <= self.gemv_rows and self.gemv is not None:
+        if 0 < x.shape[0] <= self.gemv_rows:  # gemv_rows is 0 without a kernel
             return self.gemv(x.contiguous())
         if x.shape[0] > INT8_ROWS:
             return super().__call__(x)  # the packed GEMM on the dequantized weights

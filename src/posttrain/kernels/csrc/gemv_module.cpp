@@ -52,26 +52,29 @@ torch::Tensor bf16(const torch::Tensor& x, const torch::Tensor& w, const c10::op
   return y;
 }
 
+using Int8Kernel = void (*)(int, const c10::BFloat16*, const int8_t*, const float*, const c10::BFloat16*,
+                           c10::BFloat16*, int64_t, int64_t);
+
+// Both int8 kernels' binding: x bfloat16, W int8 with a float32 scale per output row; `name` for the errors.
+torch::Tensor int8_call(Int8Kernel kernel, const char* name, const torch::Tensor& x, const torch::Tensor& w,
+                        const torch::Tensor& scale, const c10::optional<torch::Tensor>& bias) {
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, name, ": x must be bfloat16");
+  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
+              name, ": the scales must be a contiguous float32 [N]");
+  auto y = checked_output(x, w, bias, torch::kInt8);
+  kernel(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
+         bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+  return y;
+}
+
 torch::Tensor int8(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
                    const c10::optional<torch::Tensor>& bias) {
-  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.int8: x must be bfloat16");
-  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
-              "gemv.int8: the scales must be a contiguous float32 [N]");
-  auto y = checked_output(x, w, bias, torch::kInt8);
-  gemv::int8_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
-                  bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
-  return y;
+  return int8_call(gemv::int8_gemv, "gemv.int8", x, w, scale, bias);
 }
 
 torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
                        const c10::optional<torch::Tensor>& bias) {
-  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.int8_lut: x must be bfloat16");
-  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
-              "gemv.int8_lut: the scales must be a contiguous float32 [N]");
-  auto y = checked_output(x, w, bias, torch::kInt8);
-  gemv::int8_lut_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
-                      bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
-  return y;
+  return int8_call(gemv::int8_lut_gemv, "gemv.int8_lut", x, w, scale, bias);
 }
 
 }  // namespace
