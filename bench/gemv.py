@@ -56,7 +56,9 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
         calls["gemm"] = lambda: [torch.ops.aten._weight_int8pack_mm(xs[w.shape[1]], w, s) for w, s in ws]
         for name, kernel in (("gemv", gemv.kernel_for(torch.int8)), ("gemv_int8", gemv.kernel_named("int8"))):
             if kernel is not None:
-                calls[name] = lambda k=kernel: [k.run(xs[w.shape[1]], w, s, None) for (w, _), s in zip(ws, f32)]
+                packs = [kernel.pack(w) for w, _ in ws]
+                calls[name] = lambda k=kernel, ps=packs: [k.run(xs[w.shape[1]], p, s, None)
+                                                          for (w, _), p, s in zip(ws, ps, f32)]
         return calls
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w, _ in ws]
     calls["gemm"] = lambda: [torch.ops.mkldnn._linear_pointwise(xs[w.shape[1]], p, None, "none", [], "")
@@ -66,7 +68,8 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
         calls["gemm_vllm"] = lambda: [h(xs[w.shape[1]]) for (w, _), h in zip(ws, handlers)]
     kernel = gemv.kernel_for(act)
     if kernel is not None:
-        calls["gemv"] = lambda: [kernel.run(xs[w.shape[1]], w, None) for w, _ in ws]
+        packs = [kernel.pack(w) for w, _ in ws]
+        calls["gemv"] = lambda: [kernel.run(xs[w.shape[1]], p, None) for (w, _), p in zip(ws, packs)]
     return calls
 
 

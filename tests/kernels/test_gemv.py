@@ -40,7 +40,8 @@ def operands(kind: str, rows: int, n: int, k: int, seed: int = 0) -> tuple:
 
 
 def call(kernel: gemv.Gemv, x: torch.Tensor, args: tuple) -> torch.Tensor:
-    return kernel.run(x, *args)
+    """args: (W as torch stores it, the rest): W packed for the kernel, then the call."""
+    return kernel.run(x, kernel.pack(args[0]), *args[1:])
 
 
 def tolerance(kind: str, ref: torch.Tensor) -> torch.Tensor:
@@ -83,11 +84,13 @@ def test_threads_split_outputs_without_changing_them(kind):
 
 def test_the_bindings_refuse_what_they_cannot_compute():
     kernel = kernel_or_skip("fp32")
-    w = torch.randn(8, 16)
+    w = kernel.pack(torch.randn(8, 16))
     with pytest.raises(RuntimeError, match="1 to 8 rows"):
         kernel.run(torch.randn(9, 16), w, None)
-    with pytest.raises(RuntimeError, match="columns"):
-        kernel.run(torch.randn(1, 15), w, None)
+    with pytest.raises(RuntimeError, match="packed for fp32"):
+        kernel.run(torch.randn(1, 17), w, None)
+    with pytest.raises(RuntimeError, match="packed for fp32"):
+        kernel.run(torch.randn(1, 16), gemv.Packed(torch.randn(8, 16), 8), None)
     with pytest.raises(RuntimeError, match="contiguous"):
         kernel.run(torch.randn(16, 2).t(), w, None)
     with pytest.raises(RuntimeError, match="bias"):

@@ -2,9 +2,10 @@
 
 At one token per sequence a decode step reads every weight once, so its linears are bound by how
 fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
-them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W as
-torch stores it ([N, K], no second packed copy), front to back once, with four independent sums
-per output and sixteen outputs reduced together (csrc/gemv.h):
+them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W
+packed once for them (`Gemv.pack`: panels of TILE rows whose chunks sit side by side, so a panel
+is one sequential stream), front to back once; each weight loaded meets up to four rows of x in
+registers, and sixteen outputs are reduced together (csrc/gemv.h):
 
 - fp32 weights: AVX-512F FMA;
 - bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
@@ -36,10 +37,10 @@ from posttrain.machine import cpu_info
 log = logging.getLogger(__name__)
 
 MAX_ROWS = 8  # the most rows the bindings take (csrc/gemv_module.cpp)
-# The engine's linears take the GEMV up to this many rows: where it beat their GEMMs on SmolLM2's
-# shapes at one thread in every run (bench/gemv.py, AMD EPYC: at 4 rows fp32 loses, bf16 and int8
-# win in one run and lose in another).
-DECODE_ROWS = 2
+# The engine's linears take each kernel up to this many rows: where it beat their GEMMs on
+# SmolLM2's shapes at one thread (bench/gemv.py, AMD EPYC Zen 4: fp32 ties oneDNN at 4 rows and
+# loses at 8, where its fp32 multiplies, twice bf16's, bound it).
+DECODE_ROWS = {"fp32": 4, "bf16": 8, "int8": 8, "int8_lut": 8}
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
 CSRC = Path(__file__).parent / "csrc"
 SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp", "gemv_int8_lut.cpp")
@@ -51,12 +52,40 @@ CHOICES = {torch.float32: ("fp32",), torch.bfloat16: ("bf16",), torch.int8: ("in
 
 
 @dataclass(frozen=True)
+class Packed:
+    """W [n, K] in a kernel's layout: [N / tile, K / step, tile, step], N and K padded with zeros."""
+
+    data: torch.Tensor
+    n: int
+
+
+@dataclass(frozen=True)
 class Gemv:
-    """One kernel: `run(x, W, bias)`, or for int8 `run(x, W, scale float32 [N], bias)`; W as torch
-    stores it (contiguous [N, K]), bias None or [N] in x's dtype."""
+    """One kernel: `w = pack(W)` once (W [N, K] as torch stores it, in the kernel's dtype), then
+    `run(x, w, bias)`, or for int8 `run(x, w, scale float32 [N], bias)`; bias None or [N] in x's dtype."""
 
     kind: str
-    run: Callable
+    call: Callable
+
+    @property
+    def decode_rows(self) -> int:
+        """The engine's linears call it up to this many rows (DECODE_ROWS)."""
+        return DECODE_ROWS[self.kind]
+
+    def pack(self, weight: torch.Tensor) -> Packed:
+        return Packed(pack(weight, module().steps[self.kind], module().tile, module().block), weight.shape[0])
+
+    def run(self, x: torch.Tensor, w: Packed, *args) -> torch.Tensor:
+        return self.call(x, w.data, w.n, *args)
+
+
+def pack(weight: torch.Tensor, step: int, tile: int, block: int) -> torch.Tensor:
+    """[N, K] -> [N' / tile, K' / step, tile, step]: N padded to a multiple of block, K of step; a
+    panel's tile rows go chunk by chunk, side by side (csrc/gemv.h reads each panel as one stream)."""
+    n, k = weight.shape
+    rows, cols = -(-n // block) * block, -(-k // step) * step
+    w = torch.nn.functional.pad(weight.detach(), (0, cols - k, 0, rows - n))
+    return w.view(rows // tile, tile, cols // step, step).transpose(1, 2).contiguous()
 
 
 @functools.cache

@@ -43,7 +43,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from posttrain.kernels.gemv import DECODE_ROWS, kernel_for
+from posttrain.kernels.gemv import kernel_for
 
 PACK_HINT = 16  # the batch size MKL packs for; calls padded to row_quantum get the same bits
 UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
@@ -202,18 +202,19 @@ class PackedLinear:
             self.weight = self._transform(self.weight)
         if self.pack:
             self._pack()
-        self.gemv = self._gemv_call() if self.use_gemv else None
-        self.gemv_rows = 0 if self.gemv is None else DECODE_ROWS
+        self.gemv, self.gemv_rows = self._gemv_call() if self.use_gemv else (None, 0)
         self.key = self._key()
 
-    def _gemv_call(self):
-        """x -> x W^T + b through kernels/gemv.py, or None where this CPU has no kernel for W."""
+    def _gemv_call(self) -> tuple:
+        """(x -> x W^T + b through kernels/gemv.py, the most rows it takes), or (None, 0) where this
+        CPU has no kernel for W."""
         w = self.weight.detach()
-        kernel = kernel_for(w.dtype) if w.device.type == "cpu" and w.is_contiguous() else None
+        kernel = kernel_for(w.dtype) if w.device.type == "cpu" else None
         if kernel is None:
-            return None
+            return None, 0
         bias = None if self.bias is None else self.bias.detach().contiguous()
-        return lambda x: kernel.run(x, w, bias)
+        packed = kernel.pack(w)
+        return (lambda x: kernel.run(x, packed, bias)), kernel.decode_rows
 
     def _transform(self, weight: torch.Tensor) -> torch.Tensor:
         """The weights the GEMM multiplies by (a subclass rounds them: engine/paged/int8.py)."""

@@ -2,7 +2,7 @@
 
 Each output channel's weights are rounded to int8 with a symmetric scale (its max |w| / 127).
 Calls of decode's few rows (where a step streams every weight from memory) run the int8 GEMV of
-kernels/gemv.py where the CPU has it (up to `gemv.DECODE_ROWS`) (half the bytes of bf16, read
+kernels/gemv.py where the CPU has it (up to `gemv.DECODE_ROWS`: 8) (half the bytes of bf16, read
 at the streaming rate); without it, calls of at most INT8_ROWS rows run ATen's int8 weight GEMM
 (`_weight_int8pack_mm`). Calls of more rows run the usual packed bf16 GEMM on the dequantized
 weights (int8 x scale), so every row sees the same quantized model, though not with the same
@@ -40,14 +40,15 @@ class Int8Linear(PackedLinear):
         self.int8 = (q, scale.to(weight.dtype))
         return (q.float() * scale[:, None]).to(weight.dtype)  # dequantized, for the packed GEMM
 
-    def _gemv_call(self):
-        """x -> scale * (x q^T) + b through the int8 GEMV (kernels/gemv.py), or None without it."""
+    def _gemv_call(self) -> tuple:
+        """(x -> scale * (x q^T) + b through the int8 GEMV (kernels/gemv.py), the most rows it
+        takes), or (None, 0) without it."""
         kernel = kernel_for(torch.int8)
         if kernel is None:
-            return None
-        q, scale = self.int8[0], self.int8[1].float()  # the compute dtype's scales, exactly
+            return None, 0
+        q, scale = kernel.pack(self.int8[0]), self.int8[1].float()  # the compute dtype's scales, exactly
         bias = None if self.bias is None else self.bias.detach().contiguous()
-        return lambda x: kernel.run(x, q, scale, bias)
+        return (lambda x: kernel.run(x, q, scale, bias)), kernel.decode_rows
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.key != self._key():

@@ -1,14 +1,20 @@
-// The decode GEMVs' shared driver: y[M, N] = x[M, K] W[N, K]^T for M <= 8 rows, W as torch
-// stores it (row-major), read front to back exactly once (the bindings take M <= 8).
+// The decode GEMVs' shared driver: y[M, N] = x[M, K] W[N, K]^T for M <= 8 rows, W in the GEMV's
+// packed layout (kernels/gemv.py pack): panels of TILE rows, and within a panel chunk after chunk
+// of SUB elements, the TILE rows' chunks side by side ([N / TILE][K / SUB][TILE][SUB], zeros past
+// N and K). So a panel is one sequential stream, read from memory once.
 //
-// One output row n at a time: W's row n streams in once, x's rows (a few KB, in L1) are summed
-// against it in groups of up to GROUP (a second group re-reads row n from L1, not memory). Each
-// output has SUMS independent partial sums (sub-chunk u of every step goes to sum u, so no
-// chain of dependent adds waits on the last), each 16 lanes wide; then ((s0 + s1) + (s2 + s3)) and
-// a fixed tree across the lanes, for 16 outputs at once (lane_sums16). That order depends only on K, never on M or on the rows beside
-// it: a row's result is the same alone or among others. W is one sequential stream, which the
-// hardware prefetcher follows: software prefetches 0.5-4 KB ahead of every line made one core
-// stream 8-19% slower on AMD EPYC (Zen 4), so there are none.
+// A group of G <= GROUP rows of x meets a panel: each step loads the TILE weight chunks and G x
+// chunks and adds the G * TILE products into as many accumulators held in registers: one weight
+// load serves G rows of x and one x load TILE rows of W (half a load per multiply-add at 4 x 4),
+// and the G * TILE independent chains keep the FMA pipes busy. A second group of x rows finds the
+// panel in L1. Beyond two rows of x a step is as much arithmetic as memory, and the hardware
+// prefetcher alone falls behind: the first group then prefetches into L2 PREFETCH_BYTES ahead
+// (AMD EPYC Zen 4, SmolLM2's weights, bf16 at 8 rows: 16.3 ms a pass against 25.9 without; at one
+// or two rows it costs 10%, so there it is off).
+//
+// Each output (m, n) has one accumulator: chunk after chunk in K's order, then a fixed tree across
+// its 16 lanes, 16 outputs at once (lane_sums16). That order depends only on K, never on M or on
+// the rows beside it: a row's result is the same alone or among others.
 //
 // Everything here has internal linkage: each kernel's file compiles it for its own ISA.
 #pragma once
@@ -19,58 +25,54 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 namespace gemv {
 namespace {
 
 constexpr int MAX_ROWS = 8;  // x rows a call takes (the bindings check)
 constexpr int BLOCK = 16;  // output rows reduced together (one vector of 16 sums)
-constexpr int GROUP = 4;  // x rows summed together: GROUP * SUMS accumulators stay in registers
-constexpr int SUMS = 4;
+constexpr int TILE = 4;  // W rows in a panel (kernels/gemv.py TILE)
+constexpr int GROUP = 4;  // x rows a panel meets at once: GROUP * TILE accumulators in registers
+constexpr int PREFETCH_FROM_ROWS = 3;  // calls of this many x rows prefetch W
+constexpr int PREFETCH_BYTES = 32 * 1024;  // 16 to 64 KB: the same at 4 and 8 rows; 128 KB slower
 constexpr int64_t GRAIN_BYTES = 64 * 1024;  // W bytes per thread task at least
 
-// The lane masks of one step's SUMS sub-chunks of SUB elements when `left` elements remain.
-template <typename Mask, int SUB>
-struct StepMasks {
-  Mask sub[SUMS];
-  explicit StepMasks(int64_t left) {
+// A panel (Kp elements per row, packed) against G rows of x (xs apart, Kp long): lanes[g * BLOCK + r]
+// = the 16 lane sums of x[g] . W[r]. Dot is one weight format: Dot::step<G>(acc, x, xs, w, k) adds
+// the chunk at k of each pair into acc[g][r] (w: the step's TILE chunks).
+template <typename Dot, int G, bool Prefetch>
+inline void panel_lanes(const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t Kp, __m512* lanes) {
+  constexpr int64_t STEP = int64_t(TILE) * Dot::SUB;  // W elements a step reads
+  __m512 acc[G][TILE];  // every loop over it unrolled: an index left at run time puts it in memory
 #pragma GCC unroll 4
-    for (int u = 0; u < SUMS; ++u) {
-      const int64_t l = left - int64_t(u) * SUB;
-      sub[u] = l <= 0 ? Mask(0) : l >= SUB ? Mask(~Mask(0)) : Mask((uint64_t(1) << l) - 1);
+  for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+    for (int r = 0; r < TILE; ++r) acc[g][r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < Kp; k += Dot::SUB, w += STEP) {
+    if (Prefetch) {
+      const char* ahead = reinterpret_cast<const char*>(w) + PREFETCH_BYTES;
+#pragma GCC unroll 4
+      for (int64_t line = 0; line < STEP * int64_t(sizeof(typename Dot::W)); line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T1);
     }
+    Dot::template step<G>(acc, x, xs, w, k);
   }
-};
-
-// Output row w (K weights) against G rows of x (xs apart): lanes[g * stride] = the 16 lane sums of
-// x[g] . w. Dot is one weight format: Dot::step<G>(acc, x, xs, w, k, masks) adds sub-chunk u at
-// w + k + u * Dot::SUB into acc[g][u].
-template <typename Dot, int G>
-inline void row_lanes(const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t K, __m512* lanes,
-                      int stride) {
-  using Masks = StepMasks<typename Dot::Mask, Dot::SUB>;
-  constexpr int64_t STEP = int64_t(SUMS) * Dot::SUB;
-  __m512 acc[G][SUMS];  // every loop over it unrolled: an index left at run time puts it in memory
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g)
 #pragma GCC unroll 4
-    for (int u = 0; u < SUMS; ++u) acc[g][u] = _mm512_setzero_ps();
-  int64_t k = 0;
-  for (; k + STEP <= K; k += STEP) Dot::template step<G>(acc, x, xs, w, k, Masks(STEP));
-  if (k < K) Dot::template step<G>(acc, x, xs, w, k, Masks(K - k));
-#pragma GCC unroll 4
-  for (int g = 0; g < G; ++g)
-    lanes[g * stride] = _mm512_add_ps(_mm512_add_ps(acc[g][0], acc[g][1]), _mm512_add_ps(acc[g][2], acc[g][3]));
+    for (int r = 0; r < TILE; ++r) lanes[g * BLOCK + r] = acc[g][r];
 }
 
-template <typename Dot>
-inline void group_lanes(int G, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t K,
-                        __m512* lanes, int stride) {
+template <typename Dot, bool Prefetch>
+inline void group_lanes(int G, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t Kp,
+                        __m512* lanes) {
   switch (G) {
-    case 1: return row_lanes<Dot, 1>(x, xs, w, K, lanes, stride);
-    case 2: return row_lanes<Dot, 2>(x, xs, w, K, lanes, stride);
-    case 3: return row_lanes<Dot, 3>(x, xs, w, K, lanes, stride);
-    default: return row_lanes<Dot, 4>(x, xs, w, K, lanes, stride);
+    case 1: return panel_lanes<Dot, 1, Prefetch>(x, xs, w, Kp, lanes);
+    case 2: return panel_lanes<Dot, 2, Prefetch>(x, xs, w, Kp, lanes);
+    case 3: return panel_lanes<Dot, 3, Prefetch>(x, xs, w, Kp, lanes);
+    default: return panel_lanes<Dot, 4, Prefetch>(x, xs, w, Kp, lanes);
   }
 }
 
@@ -91,26 +93,44 @@ inline __m512 lane_sums16(const __m512* v) {
 inline __mmask16 first_lanes(int rows) { return __mmask16((1u << rows) - 1); }
 
 // Every output, 16 at a time: finish(m, n0, rows, sums) gets x[m] . W[n0 + r] in lane r < rows.
-// W's rows are read in order, each once; blocks of 16 split across torch's threads. x's rows are
-// xs elements apart (K, unless a kernel lays x out its own way).
+// W is packed (N rounded up to BLOCK, Kp to Dot::SUB); x's rows are xs elements apart, at least Kp
+// long (zeros past K). Blocks of 16 rows split across torch's threads.
 template <typename Dot, typename Finish>
-void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t K,
+void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t Kp,
           const Finish& finish) {
-  const int64_t block_bytes = BLOCK * K * int64_t(sizeof(typename Dot::W));
-  const int64_t grain = std::max<int64_t>(1, GRAIN_BYTES / std::max<int64_t>(1, block_bytes));
+  const int64_t grain = std::max<int64_t>(1, GRAIN_BYTES / std::max<int64_t>(1, BLOCK * Kp * int64_t(sizeof(typename Dot::W))));
+  const bool prefetch = M >= PREFETCH_FROM_ROWS;
   at::parallel_for(0, (N + BLOCK - 1) / BLOCK, grain, [&](int64_t b0, int64_t b1) {
     alignas(64) __m512 lanes[MAX_ROWS][BLOCK];
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t n0 = b * BLOCK;
+      for (int r = 0; r < BLOCK; r += TILE) {
+        const typename Dot::W* panel = w + (n0 + r) * Kp;
+        for (int m0 = 0; m0 < M; m0 += GROUP) {  // the first group streams the panel, the rest find it in L1
+          const int G = std::min(GROUP, M - m0);
+          if (prefetch && m0 == 0) group_lanes<Dot, true>(G, x, xs, panel, Kp, &lanes[0][r]);
+          else group_lanes<Dot, false>(G, x + m0 * xs, xs, panel, Kp, &lanes[m0][r]);
+        }
+      }
       const int rows = static_cast<int>(std::min<int64_t>(BLOCK, N - n0));
-      for (int m = 0; m < M; ++m)  // the last block's missing rows sum to zero
-        for (int r = rows; r < BLOCK; ++r) lanes[m][r] = _mm512_setzero_ps();
-      for (int r = 0; r < rows; ++r)  // W's row n0 + r from memory once; a second group of x rows finds it in L1
-        for (int m0 = 0; m0 < M; m0 += GROUP)
-          group_lanes<Dot>(std::min(GROUP, M - m0), x + m0 * xs, xs, w + (n0 + r) * K, K, &lanes[m0][r], BLOCK);
       for (int m = 0; m < M; ++m) finish(m, n0, rows, lane_sums16(lanes[m]));
     }
   });
+}
+
+// K rounded up to a whole step of Dot (the packed layout's row length).
+template <typename Dot>
+inline int64_t padded_k(int64_t K) {
+  return (K + Dot::SUB - 1) / Dot::SUB * Dot::SUB;
+}
+
+// x [M, K] as rows Kp long (zeros past K) in X's type: x itself where nothing changes, else a copy in keep.
+template <typename X, typename T>
+const X* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<X>& keep) {
+  if (K == Kp && std::is_same<X, T>::value) return reinterpret_cast<const X*>(x);
+  keep.assign(size_t(M) * Kp, X(0));
+  for (int m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
+  return keep.data();
 }
 
 // The int8 kernels' epilogue: y[m, n0 + r] = sums[r] * scale[n0 + r] + bias[n0 + r], rounded to bf16.

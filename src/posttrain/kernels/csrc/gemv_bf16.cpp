@@ -13,19 +13,18 @@ namespace {
 struct Bf16Dot {
   using X = uint16_t;
   using W = uint16_t;
-  using Mask = __mmask32;
   static constexpr int SUB = 32;
 
   template <int G>
-  static inline void step(__m512 (&acc)[G][SUMS], const uint16_t* x, int64_t xs, const uint16_t* w, int64_t k,
-                          const StepMasks<Mask, SUB>& masks) {
+  static inline void step(__m512 (&acc)[G][TILE], const uint16_t* x, int64_t xs, const uint16_t* w, int64_t k) {
+    __m512bh wv[TILE];
 #pragma GCC unroll 4
-    for (int u = 0; u < SUMS; ++u) {
-      const int64_t at = k + u * SUB;
-      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(masks.sub[u], w + at);
+    for (int r = 0; r < TILE; ++r) wv[r] = (__m512bh)_mm512_loadu_si512(w + r * SUB);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g)
-        acc[g][u] = _mm512_dpbf16_ps(acc[g][u], (__m512bh)_mm512_maskz_loadu_epi16(masks.sub[u], x + g * xs + at), wv);
+    for (int g = 0; g < G; ++g) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + g * xs + k);
+#pragma GCC unroll 4
+      for (int r = 0; r < TILE; ++r) acc[g][r] = _mm512_dpbf16_ps(acc[g][r], xv, wv[r]);
     }
   }
 };
@@ -34,7 +33,10 @@ struct Bf16Dot {
 
 void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10::BFloat16* bias, c10::BFloat16* y,
                int64_t N, int64_t K) {
-  gemv<Bf16Dot>(M, reinterpret_cast<const uint16_t*>(x), K, reinterpret_cast<const uint16_t*>(w), N, K,
+  const int64_t Kp = padded_k<Bf16Dot>(K);
+  std::vector<uint16_t> keep;
+  const uint16_t* xp = padded_rows<uint16_t>(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
+  gemv<Bf16Dot>(M, xp, Kp, reinterpret_cast<const uint16_t*>(w), N, Kp,
                 [&](int m, int64_t n0, int rows, __m512 sums) {
                   alignas(64) float s[BLOCK];
                   _mm512_store_ps(s, sums);

@@ -14,19 +14,19 @@ namespace {
 struct Int8Dot {
   using X = float;  // x widened once per call
   using W = int8_t;
-  using Mask = __mmask16;
   static constexpr int SUB = 16;
 
   template <int G>
-  static inline void step(__m512 (&acc)[G][SUMS], const float* x, int64_t xs, const int8_t* w, int64_t k,
-                          const StepMasks<Mask, SUB>& masks) {
+  static inline void step(__m512 (&acc)[G][TILE], const float* x, int64_t xs, const int8_t* w, int64_t k) {
+    __m512 wv[TILE];
 #pragma GCC unroll 4
-    for (int u = 0; u < SUMS; ++u) {
-      const int64_t at = k + u * SUB;
-      const __m512 wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(masks.sub[u], w + at)));
+    for (int r = 0; r < TILE; ++r)
+      wv[r] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + r * SUB))));
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g)
-        acc[g][u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(masks.sub[u], x + g * xs + at), wv, acc[g][u]);
+    for (int g = 0; g < G; ++g) {
+      const __m512 xv = _mm512_loadu_ps(x + g * xs + k);
+#pragma GCC unroll 4
+      for (int r = 0; r < TILE; ++r) acc[g][r] = _mm512_fmadd_ps(xv, wv[r], acc[g][r]);
     }
   }
 };
@@ -35,8 +35,9 @@ struct Int8Dot {
 
 void int8_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
                c10::BFloat16* y, int64_t N, int64_t K) {
-  const std::vector<float> wide(x, x + M * K);
-  gemv<Int8Dot>(M, wide.data(), K, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
+  const int64_t Kp = padded_k<Int8Dot>(K);
+  std::vector<float> wide;
+  gemv<Int8Dot>(M, padded_rows<float>(M, x, K, Kp, wide), Kp, w, N, Kp, [&](int m, int64_t n0, int rows, __m512 sums) {
     store_scaled(y, N, scale, bias, m, n0, rows, sums);
   });
 }

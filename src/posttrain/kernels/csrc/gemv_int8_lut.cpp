@@ -42,8 +42,7 @@ constexpr int64_t LINE = 64;  // weights widened together
 struct Int8LutDot {
   using X = uint16_t;  // bf16, in lookup_order
   using W = int8_t;
-  using Mask = __mmask32;
-  static constexpr int SUB = 32;  // one vdpbf16ps; a step is two lines of 64 weights
+  static constexpr int SUB = LINE;  // a step: one line of each panel row, two vdpbf16ps per row of x
 
   // 64 weights -> bf16 words: first holds elements 16L + 0..7 of each 128-bit lane L, second 16L + 8..15.
   static inline void widen(__m512i q, __m512bh& first, __m512bh& second) {
@@ -57,19 +56,16 @@ struct Int8LutDot {
   }
 
   template <int G>
-  static inline void step(__m512 (&acc)[G][SUMS], const uint16_t* x, int64_t xs, const int8_t* w, int64_t k,
-                          const StepMasks<Mask, SUB>& masks) {
-#pragma GCC unroll 2
-    for (int line = 0; line < 2; ++line) {
-      const int64_t at = k + line * LINE;
-      const __mmask64 mask = uint64_t(masks.sub[2 * line]) | (uint64_t(masks.sub[2 * line + 1]) << 32);
-      __m512bh first, second;
-      widen(_mm512_maskz_loadu_epi8(mask, w + at), first, second);
+  static inline void step(__m512 (&acc)[G][TILE], const uint16_t* x, int64_t xs, const int8_t* w, int64_t k) {
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {  // x is padded past K: no masks
-        const uint16_t* xg = x + g * xs + at;
-        acc[g][2 * line] = _mm512_dpbf16_ps(acc[g][2 * line], (__m512bh)_mm512_loadu_si512(xg), first);
-        acc[g][2 * line + 1] = _mm512_dpbf16_ps(acc[g][2 * line + 1], (__m512bh)_mm512_loadu_si512(xg + 32), second);
+    for (int r = 0; r < TILE; ++r) {
+      __m512bh first, second;
+      widen(_mm512_loadu_si512(w + r * SUB), first, second);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        const uint16_t* xg = x + g * xs + k;
+        acc[g][r] = _mm512_dpbf16_ps(acc[g][r], (__m512bh)_mm512_loadu_si512(xg), first);
+        acc[g][r] = _mm512_dpbf16_ps(acc[g][r], (__m512bh)_mm512_loadu_si512(xg + 32), second);
       }
     }
   }
@@ -90,9 +86,9 @@ std::vector<uint16_t> lookup_order(int M, const c10::BFloat16* x, int64_t K, int
 
 void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* scale, const c10::BFloat16* bias,
                    c10::BFloat16* y, int64_t N, int64_t K) {
-  const int64_t step = int64_t(SUMS) * Int8LutDot::SUB, padded = (K + step - 1) / step * step;
-  const std::vector<uint16_t> xo = lookup_order(M, x, K, padded);
-  gemv<Int8LutDot>(M, xo.data(), padded, w, N, K, [&](int m, int64_t n0, int rows, __m512 sums) {
+  const int64_t Kp = padded_k<Int8LutDot>(K);
+  const std::vector<uint16_t> xo = lookup_order(M, x, K, Kp);
+  gemv<Int8LutDot>(M, xo.data(), Kp, w, N, Kp, [&](int m, int64_t n0, int rows, __m512 sums) {
     store_scaled(y, N, scale, bias, m, n0, rows, sums);
   });
 }

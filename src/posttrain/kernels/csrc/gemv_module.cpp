@@ -1,6 +1,9 @@
-// Python bindings of the decode GEMVs (kernels/gemv.py builds this module and picks the kernels
-// this CPU's flags allow): y = x W^T (+ b) for 1 to 8 contiguous rows of x.
+// Python bindings of the decode GEMVs (kernels/gemv.py builds this module, packs W and picks the
+// kernels this CPU's flags allow): y = x W^T (+ b) for 1 to 8 contiguous rows of x, W packed.
 #include <torch/extension.h>
+
+#include <map>
+#include <string>
 
 namespace gemv {
 void fp32_gemv(int M, const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t K);
@@ -15,20 +18,27 @@ void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* 
 namespace {
 
 constexpr int MAX_ROWS = 8;  // gemv.h MAX_ROWS
+constexpr int TILE = 4, BLOCK = 16;  // gemv.h: W rows per panel, and N is padded to BLOCK
+// Elements of W per step (gemv.h Dot::SUB): K is padded to a multiple in the packed layout.
+const std::map<std::string, int64_t> STEPS = {{"fp32", 16}, {"bf16", 32}, {"int8", 16}, {"int8_lut", 64}};
 
-// Checks x [M, K] (1 <= M <= 8) against W [N, K] and the bias [N]; returns an empty y [M, N].
-torch::Tensor checked_output(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias,
-                             c10::ScalarType w_dtype) {
+// Checks x [M, K] (1 <= M <= 8) against W packed for `kind` ([N/TILE, K/step, TILE, step], N and K
+// padded: kernels/gemv.py pack) and the bias [n]; returns an empty y [M, n].
+torch::Tensor checked_output(const char* kind, const torch::Tensor& x, const torch::Tensor& w, int64_t n,
+                             const c10::optional<torch::Tensor>& bias, c10::ScalarType w_dtype) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(), "gemv: x must be a contiguous CPU [M, K]");
   TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= MAX_ROWS, "gemv: 1 to 8 rows, got ", x.size(0));
-  TORCH_CHECK(w.dim() == 2 && w.is_contiguous() && w.scalar_type() == w_dtype, "gemv: W must be a contiguous ",
-              w_dtype, " [N, K]");
-  TORCH_CHECK(w.size(1) == x.size(1), "gemv: x has ", x.size(1), " columns, W ", w.size(1));
+  const int64_t step = STEPS.at(kind), kp = (x.size(1) + step - 1) / step * step;
+  const int64_t np = (n + BLOCK - 1) / BLOCK * BLOCK;
+  TORCH_CHECK(w.dim() == 4 && w.is_contiguous() && w.scalar_type() == w_dtype && w.size(0) * TILE == np &&
+              w.size(1) * step == kp && w.size(2) == TILE && w.size(3) == step,
+              "gemv: W must be ", w_dtype, " packed for ", kind, " (kernels/gemv.py pack) from [", n, ", ", x.size(1),
+              "], got ", w.sizes());
   if (bias) {
-    TORCH_CHECK(bias->is_contiguous() && bias->numel() == w.size(0) && bias->scalar_type() == x.scalar_type(),
+    TORCH_CHECK(bias->is_contiguous() && bias->numel() == n && bias->scalar_type() == x.scalar_type(),
                 "gemv: the bias must be a contiguous [N] in x's dtype");
   }
-  return torch::empty({x.size(0), w.size(0)}, x.options());
+  return torch::empty({x.size(0), n}, x.options());
 }
 
 template <typename T>
@@ -36,54 +46,59 @@ const T* bias_ptr(const c10::optional<torch::Tensor>& bias) {
   return bias ? bias->data_ptr<T>() : nullptr;
 }
 
-torch::Tensor fp32(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias) {
+torch::Tensor fp32(const torch::Tensor& x, const torch::Tensor& w, int64_t n, const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "gemv.fp32: x must be float32");
-  auto y = checked_output(x, w, bias, torch::kFloat32);
-  gemv::fp32_gemv(x.size(0), x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr<float>(bias), y.data_ptr<float>(),
-                  w.size(0), w.size(1));
+  auto y = checked_output("fp32", x, w, n, bias, torch::kFloat32);
+  gemv::fp32_gemv(x.size(0), x.data_ptr<float>(), w.data_ptr<float>(), bias_ptr<float>(bias), y.data_ptr<float>(), n,
+                  x.size(1));
   return y;
 }
 
-torch::Tensor bf16(const torch::Tensor& x, const torch::Tensor& w, const c10::optional<torch::Tensor>& bias) {
+torch::Tensor bf16(const torch::Tensor& x, const torch::Tensor& w, int64_t n, const c10::optional<torch::Tensor>& bias) {
   TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.bf16: x must be bfloat16");
-  auto y = checked_output(x, w, bias, torch::kBFloat16);
+  auto y = checked_output("bf16", x, w, n, bias, torch::kBFloat16);
   gemv::bf16_gemv(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<c10::BFloat16>(), bias_ptr<c10::BFloat16>(bias),
-                  y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+                  y.data_ptr<c10::BFloat16>(), n, x.size(1));
   return y;
 }
 
 using Int8Kernel = void (*)(int, const c10::BFloat16*, const int8_t*, const float*, const c10::BFloat16*,
                            c10::BFloat16*, int64_t, int64_t);
 
-// Both int8 kernels' binding: x bfloat16, W int8 with a float32 scale per output row; `name` for the errors.
-torch::Tensor int8_call(Int8Kernel kernel, const char* name, const torch::Tensor& x, const torch::Tensor& w,
+// Both int8 kernels' binding: x bfloat16, W int8 with a float32 scale per output row.
+torch::Tensor int8_call(Int8Kernel kernel, const char* kind, const torch::Tensor& x, const torch::Tensor& w, int64_t n,
                         const torch::Tensor& scale, const c10::optional<torch::Tensor>& bias) {
-  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, name, ": x must be bfloat16");
-  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == w.size(0),
-              name, ": the scales must be a contiguous float32 [N]");
-  auto y = checked_output(x, w, bias, torch::kInt8);
+  TORCH_CHECK(x.scalar_type() == torch::kBFloat16, "gemv.", kind, ": x must be bfloat16");
+  TORCH_CHECK(scale.scalar_type() == torch::kFloat32 && scale.is_contiguous() && scale.numel() == n,
+              "gemv.", kind, ": the scales must be a contiguous float32 [N]");
+  auto y = checked_output(kind, x, w, n, bias, torch::kInt8);
   kernel(x.size(0), x.data_ptr<c10::BFloat16>(), w.data_ptr<int8_t>(), scale.data_ptr<float>(),
-         bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), w.size(0), w.size(1));
+         bias_ptr<c10::BFloat16>(bias), y.data_ptr<c10::BFloat16>(), n, x.size(1));
   return y;
 }
 
-torch::Tensor int8(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
+torch::Tensor int8(const torch::Tensor& x, const torch::Tensor& w, int64_t n, const torch::Tensor& scale,
                    const c10::optional<torch::Tensor>& bias) {
-  return int8_call(gemv::int8_gemv, "gemv.int8", x, w, scale, bias);
+  return int8_call(gemv::int8_gemv, "int8", x, w, n, scale, bias);
 }
 
-torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale,
+torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, int64_t n, const torch::Tensor& scale,
                        const c10::optional<torch::Tensor>& bias) {
-  return int8_call(gemv::int8_lut_gemv, "gemv.int8_lut", x, w, scale, bias);
+  return int8_call(gemv::int8_lut_gemv, "int8_lut", x, w, n, scale, bias);
 }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=8, K], W float32 [N, K] (AVX-512F)");
-  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=8, K], W bfloat16 [N, K] (AVX-512-BF16)");
-  m.def("int8", &int8, "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512F)");
+  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=8, K], W float32 packed from [n, K] (AVX-512F)");
+  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=8, K], W bfloat16 packed from [n, K] (AVX-512-BF16)");
+  m.def("int8", &int8,
+        "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] (AVX-512F)");
   m.def("int8_lut", &int8_lut,
-        "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 [N, K], scale float32 [N] (AVX-512-BF16, VBMI)");
+        "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] "
+        "(AVX-512-BF16, VBMI)");
   m.attr("max_rows") = MAX_ROWS;
+  m.attr("tile") = TILE;
+  m.attr("block") = BLOCK;
+  m.attr("steps") = STEPS;
 }
