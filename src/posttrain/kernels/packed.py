@@ -30,7 +30,7 @@ vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice besi
 
 With `gemv=True`, calls of decode's few rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
 skip all of them for a weight-streaming GEMV (kernels/gemv.py) where this CPU has one for the
-weight's dtype: it reads the weights as stored, so it needs no packed copy of its own. Its rows
+weight's dtype, on its own packed copy of the weights. Its rows
 round apart from `F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one
 place).
 """
