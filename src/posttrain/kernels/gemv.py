@@ -3,7 +3,7 @@
 At one token per sequence a decode step reads every weight once, so its linears are bound by how
 fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
 them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W
-packed once for them (`Gemv.pack`: panels of TILE rows whose chunks sit side by side, so a panel
+packed once for them (`Gemv.pack`: panels of 4 rows whose chunks sit side by side, so a panel
 is one sequential stream), front to back once; each weight loaded meets up to four rows of x in
 registers, and sixteen outputs are reduced together (csrc/gemv.h):
 
@@ -12,7 +12,7 @@ registers, and sixteen outputs are reduced together (csrc/gemv.h):
 - int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
   at the end: with AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
   lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and
-  multiplied in fp32 (`int8`, compute-bound on AMD Zen 4).
+  multiplied in fp32 (`int8`, slower from two rows on, on AMD Zen 4).
 
 A row's result does not depend on the rows beside it or on how many there are. Which kernels run
 is decided once from /proc/cpuinfo (NEEDS). Where a flag is missing (an AVX2-only CPU), where the

@@ -9,8 +9,8 @@
 // and the G * TILE independent chains keep the FMA pipes busy. A second group of x rows finds the
 // panel in L1. Beyond two rows of x a step is as much arithmetic as memory, and the hardware
 // prefetcher alone falls behind: the first group then prefetches into L2 PREFETCH_BYTES ahead
-// (AMD EPYC Zen 4, SmolLM2's weights, bf16 at 8 rows: 16.3 ms a pass against 25.9 without; at one
-// or two rows it costs 10%, so there it is off).
+// (on AMD EPYC Zen 4, bf16 at 8 rows, a third faster; at one or two rows it made the pass about
+// 10% slower, so there it is off).
 //
 // Each output (m, n) has one accumulator: chunk after chunk in K's order, then a fixed tree across
 // its 16 lanes, 16 outputs at once (lane_sums16). That order depends only on K, never on M or on

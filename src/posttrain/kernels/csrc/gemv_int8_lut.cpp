@@ -2,8 +2,8 @@
 // two byte lookups (`vpermi2b`: 7-bit magnitude -> bf16's high and low byte, 128-entry tables in
 // registers), and `vdpbf16ps` multiplies pairs by x in bf16, summing in fp32 (x is bf16 already, so
 // no precision is lost against widening to fp32). Five vector ops turn 64 weights into bf16 where
-// widening to fp32 takes eight and twice the multiplies (gemv_int8.cpp): that kernel is
-// compute-bound on Zen 4. The tables are indexed by |q| (at most 127: 7 bits); q's sign bit is
+// widening to fp32 takes eight and twice the multiplies (gemv_int8.cpp): from two rows of x on,
+// that kernel is slower on Zen 4. The tables are indexed by |q| (at most 127: 7 bits); q's sign bit is
 // bf16's sign bit, set by one bit-select. x comes laid out in the order the bf16 words come out
 // (`lookup_order`).
 #include <ATen/Parallel.h>  // library headers first: compiled for the module's base ISA
