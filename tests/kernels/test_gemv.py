@@ -95,3 +95,17 @@ def test_the_bindings_refuse_what_they_cannot_compute():
         kernel.run(torch.randn(16, 2).t(), w, None)
     with pytest.raises(RuntimeError, match="bias"):
         kernel.run(torch.randn(1, 16), w, torch.randn(7))
+
+
+def test_packed_weights_are_cut_from_huge_page_chunks_aligned_and_apart():
+    kernel_or_skip("fp32")
+    arena = gemv.HugeArena()
+    arena.CHUNK = 4 << 20
+    a = arena.empty(torch.Size((3, 5, 4, 16)), torch.float32)  # 3,840 bytes
+    b = arena.empty(torch.Size((1, 1, 4, 16)), torch.bfloat16)
+    big = arena.empty(torch.Size((1024, 300, 4, 16)), torch.int8)  # more than a chunk: a chunk of its own
+    assert a.untyped_storage().data_ptr() % (2 << 20) == 0  # a chunk starts on a huge-page boundary
+    assert b.data_ptr() == a.data_ptr() + 3840 and b.data_ptr() % 64 == 0
+    assert big.data_ptr() % (2 << 20) == 0 and big.numel() == 1024 * 300 * 64
+    a.fill_(1), b.fill_(2), big.fill_(3)
+    assert a.eq(1).all() and b.eq(2).all() and big.eq(3).all()

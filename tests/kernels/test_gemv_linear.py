@@ -53,6 +53,7 @@ def test_an_in_place_weight_update_is_read_by_the_next_call(dtype):
         x = torch.randn(1, 72).to(dtype)
         with torch.inference_mode():
             lin(x)
+        packed = lin.gemv_weights
         with torch.no_grad():
             parts[0].weight.mul_(-2)
             parts[0].bias.add_(1)
@@ -60,6 +61,8 @@ def test_an_in_place_weight_update_is_read_by_the_next_call(dtype):
             after = lin(x)
             ref = reference(parts, x)
         assert ((after.double() - ref).abs() <= 2.0**-7 * ref.abs() + 1e-4).all()
+        if packed is not None:  # the GEMV's copy is repacked in place, not cut again from the arena
+            assert lin.gemv_weights.data.data_ptr() == packed.data.data_ptr()
 
 
 def test_int8_few_rows_take_the_int8_gemv_on_the_same_rounding():

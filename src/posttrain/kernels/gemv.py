@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -72,23 +73,59 @@ class Gemv:
         """The engine's linears call it up to this many rows (DECODE_ROWS)."""
         return DECODE_ROWS[self.kind]
 
-    def pack(self, weight: torch.Tensor) -> Packed:
-        return Packed(pack(weight, module().steps[self.kind], module().tile, module().block), weight.shape[0])
+    def pack(self, weight: torch.Tensor, reuse: Packed | None = None) -> Packed:
+        """W packed for this kernel, on huge pages (ARENA); into `reuse` where it has the shape (a
+        weight update repacks in place)."""
+        shape = packed_shape(weight.shape, module().steps[self.kind], module().tile, module().block)
+        fits = reuse is not None and reuse.data.shape == shape and reuse.data.dtype == weight.dtype
+        out = reuse.data if fits else ARENA.empty(shape, weight.dtype)
+        return Packed(pack_into(out, weight), weight.shape[0])
 
     def run(self, x: torch.Tensor, w: Packed, *args) -> torch.Tensor:
         return self.call(x, w.data, w.n, *args)
 
 
-def pack(weight: torch.Tensor, step: int, tile: int, block: int) -> torch.Tensor:
-    """[N, K] -> [N' / tile, K' / step, tile, step]: N padded to a multiple of block, K of step; a
-    panel's tile rows go chunk by chunk, side by side (csrc/gemv.h reads each panel as one stream)."""
+def packed_shape(shape: tuple, step: int, tile: int, block: int) -> torch.Size:
+    """[N, K] -> [N' / tile, K' / step, tile, step]: N padded to a multiple of block, K of step."""
+    n, k = shape
+    return torch.Size((-(-n // block) * block // tile, -(-k // step), tile, step))
+
+
+def pack_into(out: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Write W [N, K] into `out` (packed_shape): a panel's tile rows go chunk by chunk, side by side
+    (csrc/gemv.h reads each panel as one stream); zeros past N and K."""
+    panels, chunks, tile, step = out.shape
     n, k = weight.shape
-    rows, cols = -(-n // block) * block, -(-k // step) * step
-    w = torch.nn.functional.pad(weight.detach(), (0, cols - k, 0, rows - n))
-    return w.view(rows // tile, tile, cols // step, step).transpose(1, 2).contiguous()
+    padded = torch.nn.functional.pad(weight.detach(), (0, chunks * step - k, 0, panels * tile - n))
+    return out.copy_(padded.view(panels, tile, chunks, step).transpose(1, 2))
 
 
-@functools.cache
+class HugeArena:
+    """Packed weights on transparent huge pages: 2 MB-aligned chunks (csrc huge_bytes), handed out
+    in order, 64-byte aligned. A decode step streams every packed weight; on 4 KB pages each of
+    them costs a TLB walk per 4 KB, and a pass over SmolLM2's weights ran 10-18% slower (AMD EPYC
+    Zen 4, BENCHMARKS.md). A chunk is freed when no tensor cut from it is left: linears keep theirs
+    for life and repack into them."""
+
+    CHUNK = 64 << 20
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.chunk, self.used = None, 0
+
+    def empty(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        nbytes = shape.numel() * dtype.itemsize
+        with self.lock:
+            if self.chunk is None or self.used + nbytes > len(self.chunk):
+                self.chunk, self.used = module().huge_bytes(max(self.CHUNK, nbytes)), 0
+            out = self.chunk[self.used : self.used + nbytes]
+            self.used += -(-nbytes // 64) * 64
+        return out.view(dtype).view(shape)
+
+
+ARENA = HugeArena()
+
+
 def cpu_flags() -> frozenset[str]:
     """This CPU's /proc/cpuinfo flags (tests patch this to play a CPU without some)."""
     return frozenset(cpu_info()["all_flags"].split())

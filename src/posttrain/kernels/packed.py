@@ -173,6 +173,7 @@ class PackedLinear:
         self.use_gemv = gemv
         self.gemv = None  # x -> y through kernels/gemv.py, for calls of <= gemv_rows rows
         self.gemv_rows = 0
+        self.gemv_weights = None  # the GEMV's packed copy, repacked in place on a weight update
 
     def _key(self) -> tuple:
         """Each source weight's (address, version, dtype): read on every call, so kept cheap
@@ -213,7 +214,7 @@ class PackedLinear:
         if kernel is None:
             return None, 0
         bias = None if self.bias is None else self.bias.detach().contiguous()
-        packed = kernel.pack(w)
+        packed = self.gemv_weights = kernel.pack(w, self.gemv_weights)
         return (lambda x: kernel.run(x, packed, bias)), kernel.decode_rows
 
     def _transform(self, weight: torch.Tensor) -> torch.Tensor:

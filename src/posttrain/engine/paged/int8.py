@@ -46,7 +46,8 @@ class Int8Linear(PackedLinear):
         kernel = kernel_for(torch.int8)
         if kernel is None:
             return None, 0
-        q, scale = kernel.pack(self.int8[0]), self.int8[1].float()  # the compute dtype's scales, exactly
+        q = self.gemv_weights = kernel.pack(self.int8[0], self.gemv_weights)
+        scale = self.int8[1].float()  # the compute dtype's scales, exactly
         bias = None if self.bias is None else self.bias.detach().contiguous()
         return (lambda x: kernel.run(x, q, scale, bias)), kernel.decode_rows
 

@@ -1,7 +1,9 @@
 // Python bindings of the decode GEMVs (kernels/gemv.py builds this module, packs W and picks the
 // kernels this CPU's flags allow): y = x W^T (+ b) for 1 to 8 contiguous rows of x, W packed.
+#include <sys/mman.h>
 #include <torch/extension.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -87,6 +89,17 @@ torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, int64_t n
   return int8_call(gemv::int8_lut_gemv, "int8_lut", x, w, n, scale, bias);
 }
 
+// n bytes of CPU memory, 2 MB-aligned and advised to transparent huge pages (advice: where the
+// kernel declines they are the usual 4 KB pages), as a uint8 tensor that frees them.
+torch::Tensor huge_bytes(int64_t n) {
+  constexpr size_t HUGE_PAGE = size_t(2) << 20;
+  TORCH_CHECK(n > 0, "gemv.huge_bytes: n must be positive, got ", n);
+  void* p = nullptr;
+  TORCH_CHECK(posix_memalign(&p, HUGE_PAGE, size_t(n)) == 0, "gemv.huge_bytes: cannot allocate ", n, " bytes");
+  madvise(p, size_t(n), MADV_HUGEPAGE);
+  return torch::from_blob(p, {n}, [](void* q) { std::free(q); }, torch::kUInt8);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -97,6 +110,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("int8_lut", &int8_lut,
         "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] "
         "(AVX-512-BF16, VBMI)");
+  m.def("huge_bytes", &huge_bytes, "n bytes, 2 MB-aligned, advised to transparent huge pages (uint8 [n])");
   m.attr("max_rows") = MAX_ROWS;
   m.attr("tile") = TILE;
   m.attr("block") = BLOCK;
