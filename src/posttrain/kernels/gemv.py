@@ -126,6 +126,7 @@ class HugeArena:
 ARENA = HugeArena()
 
 
+@functools.cache
 def cpu_flags() -> frozenset[str]:
     """This CPU's /proc/cpuinfo flags (tests patch this to play a CPU without some)."""
     return frozenset(cpu_info()["all_flags"].split())
