@@ -101,11 +101,11 @@ def pack_into(out: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 class HugeArena:
-    """Packed weights on transparent huge pages: 2 MB-aligned chunks (csrc huge_bytes), handed out
-    in order, 64-byte aligned. A decode step streams every packed weight; on 4 KB pages each of
-    them costs a TLB walk per 4 KB, and a pass over SmolLM2's weights ran 10-18% slower (AMD EPYC
-    Zen 4, BENCHMARKS.md). A chunk is freed when no tensor cut from it is left: linears keep theirs
-    for life and repack into them."""
+    """Packed weights on transparent huge pages: freshly mapped 2 MB-aligned chunks (csrc
+    huge_bytes), handed out in order, 64-byte aligned. A decode step streams every packed weight,
+    and on 4 KB pages each 4 KB of it costs a TLB walk (BENCHMARKS.md, issue 34: the passes with
+    and without). A chunk is unmapped when no tensor cut from it is left: linears keep theirs for
+    life and repack into them."""
 
     CHUNK = 64 << 20
 

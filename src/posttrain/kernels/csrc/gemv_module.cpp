@@ -3,7 +3,7 @@
 #include <sys/mman.h>
 #include <torch/extension.h>
 
-#include <cstdlib>
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -89,15 +89,21 @@ torch::Tensor int8_lut(const torch::Tensor& x, const torch::Tensor& w, int64_t n
   return int8_call(gemv::int8_lut_gemv, "int8_lut", x, w, n, scale, bias);
 }
 
-// n bytes of CPU memory, 2 MB-aligned and advised to transparent huge pages (advice: where the
-// kernel declines they are the usual 4 KB pages), as a uint8 tensor that frees them.
+// n bytes of CPU memory on whole 2 MB pages, freshly mapped and advised to transparent huge pages
+// (advice: where the kernel declines they are the usual 4 KB pages), as a uint8 tensor that unmaps
+// them. Fresh: memory malloc hands back may already be faulted in on 4 KB pages.
 torch::Tensor huge_bytes(int64_t n) {
   constexpr size_t HUGE_PAGE = size_t(2) << 20;
   TORCH_CHECK(n > 0, "gemv.huge_bytes: n must be positive, got ", n);
-  void* p = nullptr;
-  TORCH_CHECK(posix_memalign(&p, HUGE_PAGE, size_t(n)) == 0, "gemv.huge_bytes: cannot allocate ", n, " bytes");
-  madvise(p, size_t(n), MADV_HUGEPAGE);
-  return torch::from_blob(p, {n}, [](void* q) { std::free(q); }, torch::kUInt8);
+  const size_t len = (size_t(n) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  char* raw = static_cast<char*>(mmap(nullptr, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  TORCH_CHECK(raw != MAP_FAILED, "gemv.huge_bytes: cannot map ", n, " bytes");
+  char* start = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+  const size_t head = size_t(start - raw);  // the slop before start and after start + len, HUGE_PAGE in all
+  if (head) munmap(raw, head);
+  if (HUGE_PAGE - head) munmap(start + len, HUGE_PAGE - head);
+  madvise(start, len, MADV_HUGEPAGE);
+  return torch::from_blob(start, {n}, [len](void* p) { munmap(p, len); }, torch::kUInt8);
 }
 
 }  // namespace
@@ -110,7 +116,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("int8_lut", &int8_lut,
         "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] "
         "(AVX-512-BF16, VBMI)");
-  m.def("huge_bytes", &huge_bytes, "n bytes, 2 MB-aligned, advised to transparent huge pages (uint8 [n])");
+  m.def("huge_bytes", &huge_bytes, "n bytes on fresh 2 MB-aligned pages advised to transparent huge pages (uint8 [n])");
   m.attr("max_rows") = MAX_ROWS;
   m.attr("tile") = TILE;
   m.attr("block") = BLOCK;
