@@ -87,7 +87,7 @@ def kv_token_bytes(engine: LocalEngine) -> int:
     return 2 * r.num_layers * r.num_kv_heads * r.head_dim * engine.kv.kv.element_size()
 
 
-def read_bandwidth_gbs(mib: int = 1024, repeat: int = 5) -> dict:
+def read_rates_gbs(mib: int = 1024, repeat: int = 5) -> dict:
     """GB/s of one thread streaming through a buffer much larger than any cache (best of repeat):
     on the usual 4 KB pages, and on transparent huge pages where the decode GEMVs' module is built
     (the engine keeps their packed weights there). The bound takes the faster."""
@@ -157,7 +157,7 @@ def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
             out[f"of_bound_batch128_{dtype}"] = by[dtype, 128]["of_bound"]
     if "bfloat16" in dtypes:
         out["int8_weights"] = int8_rows(model, steps, prompt_len, 16 if quick else 32, by)
-    out["read_bandwidth_by_pages"] = rates = read_bandwidth_gbs()
+    out["read_bandwidth_by_pages"] = rates = read_rates_gbs()
     out["read_bandwidth_gbs"] = gbs = max(rates.values())
     out["batch1_bandwidth_frac"] = fr = bandwidth_fracs(out["rows"] + out.get("int8_weights", {}).get("rows", []), gbs)
     print(f"[bandwidth] {gbs:.1f} GB/s read; batch 1 at " + ", ".join(f"{k} {v:.0%}" for k, v in fr.items())

@@ -33,7 +33,7 @@ namespace {
 
 constexpr int MAX_ROWS = 8;  // x rows a call takes (the bindings check)
 constexpr int BLOCK = 16;  // output rows reduced together (one vector of 16 sums)
-constexpr int TILE = 4;  // W rows in a panel (kernels/gemv.py TILE)
+constexpr int TILE = 4;  // W rows in a panel (the module's `tile`, which kernels/gemv.py packs by)
 constexpr int GROUP = 4;  // x rows a panel meets at once: GROUP * TILE accumulators in registers
 constexpr int PREFETCH_FROM_ROWS = 3;  // calls of this many x rows prefetch W
 constexpr int PREFETCH_BYTES = 32 * 1024;  // 16 to 64 KB: the same at 4 and 8 rows; 128 KB slower
