@@ -1,5 +1,5 @@
-"""The decode GEMVs (kernels/gemv.py): each kernel against F.linear on odd shapes at 1..8 rows,
-rows independent of their neighbours, thread counts, and the input checks. Where the CPU lacks a
+"""The decode GEMVs (kernels/gemv.py): each kernel against F.linear on odd shapes at 1 row up to its
+most (8 for int8, 256 for fp32 and bf16: more than one group of 8), rows independent of their neighbours, thread counts, and the input checks. Where the CPU lacks a
 kernel's ISA the kernel tests skip (allowed in tests/ci_skips.py); the fallback tests
 (tests/kernels/test_gemv_linear.py) run everywhere."""
 
@@ -52,9 +52,11 @@ def tolerance(kind: str, ref: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n,k", SHAPES)
-def test_each_kernel_matches_f_linear_at_1_to_8_rows(kind, n, k):
+def test_each_kernel_matches_f_linear_at_1_row_up_to_its_most(kind, n, k):
     kernel = kernel_or_skip(kind)
-    for rows in range(1, gemv.MAX_ROWS + 1):
+    for rows in sorted({*range(1, 9), 9, 17, kernel.max_rows}):
+        if rows > kernel.max_rows:
+            continue
         args, x, ref = operands(kind, rows, n, k, seed=rows)
         y = call(kernel, x, args)
         assert y.shape == (rows, n) and y.dtype == x.dtype
@@ -64,12 +66,14 @@ def test_each_kernel_matches_f_linear_at_1_to_8_rows(kind, n, k):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_rows_result_does_not_depend_on_the_rows_beside_it(kind):
     kernel = kernel_or_skip(kind)
-    args, x, _ = operands(kind, gemv.MAX_ROWS, 70, 577 if kind == "fp32" else 200)
+    rows = min(kernel.max_rows, 19)  # fp32, bf16: two whole groups of 8 rows and a part
+    args, x, _ = operands(kind, rows, 70, 577 if kind == "fp32" else 200)
     together = call(kernel, x, args)
     others = x.clone()
     others[1:] = torch.randn_like(others[1:].float()).to(x.dtype) * 100
-    for i in range(gemv.MAX_ROWS):  # alone, and among any count of other rows: the same bits
+    for i in range(rows):  # alone, and among any count of other rows: the same bits
         assert torch.equal(call(kernel, x[i : i + 1].contiguous(), args)[0], together[i])
+        assert torch.equal(call(kernel, x[: i + 1].contiguous(), args)[i], together[i])
     assert torch.equal(call(kernel, others, args)[0], together[0])
 
 
@@ -85,8 +89,8 @@ def test_threads_split_outputs_without_changing_them(kind):
 def test_the_bindings_refuse_what_they_cannot_compute():
     kernel = kernel_or_skip("fp32")
     w = kernel.pack(torch.randn(8, 16))
-    with pytest.raises(RuntimeError, match="1 to 8 rows"):
-        kernel.run(torch.randn(9, 16), w, None)
+    with pytest.raises(RuntimeError, match="1 to 256 rows"):
+        kernel.run(torch.randn(257, 16), w, None)
     with pytest.raises(RuntimeError, match="packed for fp32"):
         kernel.run(torch.randn(1, 17), w, None)
     with pytest.raises(RuntimeError, match="packed for fp32"):

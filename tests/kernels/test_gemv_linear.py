@@ -35,9 +35,9 @@ def reference(parts: list[torch.nn.Linear], x: torch.Tensor) -> torch.Tensor:
 def test_few_rows_take_the_gemv_and_match_the_gemm(dtype, kind):
     parts = fused(dtype)
     lin = PackedLinear(*parts, gemv=True)
-    x = torch.randn(gemv.MAX_ROWS + 1, 72).to(dtype)
+    x = torch.randn(gemv.DECODE_ROWS[kind] + 1, 72).to(dtype)
     with torch.inference_mode():
-        few, many = lin(x[:1]), lin(x)  # 1 row: the GEMV where the CPU has it; 9 rows: the packed GEMM
+        few, many = lin(x[:1]), lin(x)  # 1 row: the GEMV where the CPU has it; more than it takes: the packed GEMM
         ref = reference(parts, x)
     assert (lin.gemv is not None) == has_gemv(kind)
     rel = 1e-5 if dtype == torch.float32 else 2.0**-7

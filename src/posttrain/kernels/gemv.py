@@ -1,16 +1,18 @@
-"""Weight-streaming GEMVs for decode's few rows (1 to MAX_ROWS), built from csrc/ at first use.
+"""Weight-streaming GEMVs for decode's rows, built from csrc/ at first use.
 
 At one token per sequence a decode step reads every weight once, so its linears are bound by how
-fast they stream the weights from memory. oneDNN's packed calls and ATen's int8-weight GEMM read
-them well below a plain read of the same bytes (BENCHMARKS.md, issue 34). These kernels read W
-packed once for them (`Gemv.pack`: panels of 4 rows whose chunks sit side by side, so a panel
-is one sequential stream), front to back once; each weight loaded meets up to four rows of x in
-registers, and sixteen outputs are reduced together (csrc/gemv.h):
+fast they stream the weights from memory; with more sequences, by their multiply-adds. oneDNN's
+packed calls and ATen's int8-weight GEMM read the weights well below a plain read of the same bytes
+(BENCHMARKS.md, issue 34). These kernels read W packed once for them (`Gemv.pack`), front to back
+once, each panel one sequential stream:
 
-- fp32 weights: AVX-512F FMA;
-- bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to bf16;
+- fp32 weights: AVX-512F FMA; bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to
+  bf16. Sums of outer products (csrc/outer.h): panels of 48 outputs, each step's weights meet a
+  broadcast element of up to 8 rows of x in 24 accumulators; more rows go 8 at a time over a panel
+  still in L2 (up to 256 rows a call).
 - int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
-  at the end: with AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
+  at the end, up to 8 rows: dot products of 4-row panels against 4 rows of x at a time
+  (csrc/gemv.h). With AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
   lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and
   multiplied in fp32 (`int8`, slower from two rows on, on AMD Zen 4).
 
@@ -37,11 +39,10 @@ from posttrain.machine import cpu_info
 
 log = logging.getLogger(__name__)
 
-MAX_ROWS = 8  # the most rows the bindings take (csrc/gemv_module.cpp)
-# The engine's linears take each kernel up to this many rows: where it beat their GEMMs on
-# SmolLM2's shapes at one thread (bench/gemv.py, AMD EPYC Zen 4: fp32 ties oneDNN at 4 rows and
-# loses at 8, where its fp32 multiplies, twice bf16's, bound it).
-DECODE_ROWS = {"fp32": 4, "bf16": 8, "int8": 8, "int8_lut": 8}
+# The engine's linears take each kernel up to this many rows (each kernel's max_rows): on SmolLM2's
+# shapes at one thread it beat their GEMMs at every count up to there (bench/gemv.py, AMD EPYC Zen 4:
+# fp32 and bf16 by 2x at 8 rows, by 4 to 9% at 256).
+DECODE_ROWS = {"fp32": 256, "bf16": 256, "int8": 8, "int8_lut": 8}
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
 CSRC = Path(__file__).parent / "csrc"
 SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp", "gemv_int8_lut.cpp")
@@ -54,7 +55,8 @@ CHOICES = {torch.float32: ("fp32",), torch.bfloat16: ("bf16",), torch.int8: ("in
 
 @dataclass(frozen=True)
 class Packed:
-    """W [n, K] in a kernel's layout: [N / tile, K / step, tile, step], N and K padded with zeros."""
+    """W [n, K] in a kernel's layout: [N / tile, K / step, tile, step], N and K padded with zeros
+    (each kernel's (tile, step, block): csrc/gemv_module.cpp LAYOUTS)."""
 
     data: torch.Tensor
     n: int
@@ -73,10 +75,15 @@ class Gemv:
         """The engine's linears call it up to this many rows (DECODE_ROWS)."""
         return DECODE_ROWS[self.kind]
 
+    @property
+    def max_rows(self) -> int:
+        """The most rows of x a call takes (csrc/gemv_module.cpp LAYOUTS)."""
+        return module().max_rows[self.kind]
+
     def pack(self, weight: torch.Tensor, reuse: Packed | None = None) -> Packed:
         """W packed for this kernel, on huge pages (ARENA); into `reuse` where it has the shape (a
         weight update repacks in place)."""
-        shape = packed_shape(weight.shape, module().steps[self.kind], module().tile, module().block)
+        shape = packed_shape(weight.shape, *module().layouts[self.kind])
         fits = reuse is not None and reuse.data.shape == shape and reuse.data.dtype == weight.dtype
         out = reuse.data if fits else ARENA.empty(shape, weight.dtype)
         return Packed(pack_into(out, weight), weight.shape[0])
@@ -85,15 +92,15 @@ class Gemv:
         return self.call(x, w.data, w.n, *args)
 
 
-def packed_shape(shape: tuple, step: int, tile: int, block: int) -> torch.Size:
+def packed_shape(shape: tuple, tile: int, step: int, block: int) -> torch.Size:
     """[N, K] -> [N' / tile, K' / step, tile, step]: N padded to a multiple of block, K of step."""
     n, k = shape
     return torch.Size((-(-n // block) * block // tile, -(-k // step), tile, step))
 
 
 def pack_into(out: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Write W [N, K] into `out` (packed_shape): a panel's tile rows go chunk by chunk, side by side
-    (csrc/gemv.h reads each panel as one stream); zeros past N and K."""
+    """Write W [N, K] into `out` (packed_shape): a panel's tile rows go step by step, side by side
+    (csrc/outer.h and gemv.h read each panel as one stream); zeros past N and K."""
     panels, chunks, tile, step = out.shape
     n, k = weight.shape
     padded = torch.nn.functional.pad(weight.detach(), (0, chunks * step - k, 0, panels * tile - n))

@@ -1,6 +1,6 @@
-// The decode GEMVs' shared driver: y[M, N] = x[M, K] W[N, K]^T for M <= 8 rows, W in the GEMV's
-// packed layout (kernels/gemv.py pack): panels of TILE rows, and within a panel chunk after chunk
-// of SUB elements, the TILE rows' chunks side by side ([N / TILE][K / SUB][TILE][SUB], zeros past
+// The int8 decode GEMVs' driver (fp32 and bf16 have outer.h's): y[M, N] = x[M, K] W[N, K]^T for
+// M <= 8 rows, W in the GEMV's packed layout (kernels/gemv.py pack): panels of TILE rows, and
+// within a panel chunk after chunk of SUB elements, the TILE rows' chunks side by side ([N / TILE][K / SUB][TILE][SUB], zeros past
 // N and K). So a panel is one sequential stream, read from memory once.
 //
 // A group of G <= GROUP rows of x meets a panel: each step loads the TILE weight chunks and G x
@@ -9,7 +9,7 @@
 // and the G * TILE independent chains keep the FMA pipes busy. A second group of x rows finds the
 // panel in L1. Beyond two rows of x a step is as much arithmetic as memory, and the hardware
 // prefetcher alone falls behind: the first group then prefetches into L2 PREFETCH_BYTES ahead
-// (on AMD EPYC Zen 4, bf16 at 8 rows, a third faster; at one or two rows it made the pass about
+// (on AMD EPYC Zen 4, bf16 at 8 rows when it ran here, a third faster; at one or two rows it made the pass about
 // 10% slower, so there it is off).
 //
 // Each output (m, n) has one accumulator: chunk after chunk in K's order, then a fixed tree across

@@ -19,21 +19,26 @@ void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* 
 
 namespace {
 
-constexpr int MAX_ROWS = 8;  // gemv.h MAX_ROWS
-constexpr int TILE = 4, BLOCK = 16;  // gemv.h: W rows per panel, and N is padded to BLOCK
-// Elements of W per step (gemv.h Dot::SUB): K is padded to a multiple in the packed layout.
-const std::map<std::string, int64_t> STEPS = {{"fp32", 16}, {"bf16", 32}, {"int8", 16}, {"int8_lut", 64}};
+// Each kernel's packed layout [N / tile, K / step, tile, step], N padded to a multiple of block and K
+// of step: outer.h's panels of 48 outputs (fp32, bf16), gemv.h's panels of 4 rows in blocks of 16
+// (int8 kernels, their Dot::SUB weights a step).
+// max_rows: the most rows of x a call takes (gemv.h MAX_ROWS; outer.h takes any, 8 at a time).
+struct Layout {
+  int64_t tile, step, block, max_rows;
+};
+const std::map<std::string, Layout> LAYOUTS = {
+    {"fp32", {48, 1, 48, 256}}, {"bf16", {48, 2, 48, 256}}, {"int8", {4, 16, 16, 8}}, {"int8_lut", {4, 64, 16, 8}}};
 
-// Checks x [M, K] (1 <= M <= 8) against W packed for `kind` ([N/TILE, K/step, TILE, step], N and K
-// padded: kernels/gemv.py pack) and the bias [n]; returns an empty y [M, n].
+// Checks x [M, K] (1 <= M <= max_rows) against W packed for `kind` (LAYOUTS: kernels/gemv.py pack) and the
+// bias [n]; returns an empty y [M, n].
 torch::Tensor checked_output(const char* kind, const torch::Tensor& x, const torch::Tensor& w, int64_t n,
                              const c10::optional<torch::Tensor>& bias, c10::ScalarType w_dtype) {
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(), "gemv: x must be a contiguous CPU [M, K]");
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= MAX_ROWS, "gemv: 1 to 8 rows, got ", x.size(0));
-  const int64_t step = STEPS.at(kind), kp = (x.size(1) + step - 1) / step * step;
-  const int64_t np = (n + BLOCK - 1) / BLOCK * BLOCK;
-  TORCH_CHECK(w.dim() == 4 && w.is_contiguous() && w.scalar_type() == w_dtype && w.size(0) * TILE == np &&
-              w.size(1) * step == kp && w.size(2) == TILE && w.size(3) == step,
+  const Layout l = LAYOUTS.at(kind);
+  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= l.max_rows, "gemv.", kind, ": 1 to ", l.max_rows, " rows, got ", x.size(0));
+  const int64_t kp = (x.size(1) + l.step - 1) / l.step * l.step, np = (n + l.block - 1) / l.block * l.block;
+  TORCH_CHECK(w.dim() == 4 && w.is_contiguous() && w.scalar_type() == w_dtype && w.size(0) * l.tile == np &&
+              w.size(1) * l.step == kp && w.size(2) == l.tile && w.size(3) == l.step,
               "gemv: W must be ", w_dtype, " packed for ", kind, " (kernels/gemv.py pack) from [", n, ", ", x.size(1),
               "], got ", w.sizes());
   if (bias) {
@@ -109,16 +114,19 @@ torch::Tensor huge_bytes(int64_t n) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=8, K], W float32 packed from [n, K] (AVX-512F)");
-  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=8, K], W bfloat16 packed from [n, K] (AVX-512-BF16)");
+  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=64, K], W float32 packed from [n, K] (AVX-512F)");
+  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=64, K], W bfloat16 packed from [n, K] (AVX-512-BF16)");
   m.def("int8", &int8,
         "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] (AVX-512F)");
   m.def("int8_lut", &int8_lut,
         "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] "
         "(AVX-512-BF16, VBMI)");
   m.def("huge_bytes", &huge_bytes, "n bytes on fresh 2 MB-aligned pages advised to transparent huge pages (uint8 [n])");
-  m.attr("max_rows") = MAX_ROWS;
-  m.attr("tile") = TILE;
-  m.attr("block") = BLOCK;
-  m.attr("steps") = STEPS;
+  pybind11::dict layouts, max_rows;  // kind -> (tile, step, block), kind -> rows
+  for (const auto& [kind, l] : LAYOUTS) {
+    layouts[kind.c_str()] = pybind11::make_tuple(l.tile, l.step, l.block);
+    max_rows[kind.c_str()] = l.max_rows;
+  }
+  m.attr("layouts") = layouts;
+  m.attr("max_rows") = max_rows;
 }

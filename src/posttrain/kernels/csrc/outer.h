@@ -1,0 +1,136 @@
+// The fp32 and bf16 decode GEMVs' driver: y[M, N] = x[M, K] W[N, K]^T for M <= 8 rows, as sums of
+// outer products. W is packed (kernels/gemv.py pack) in panels of TILE = 48 output rows: step by
+// step along K, the STEP consecutive weights of each of the 48 rows side by side
+// ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
+//
+// Each step loads the panel's three vectors of weights (48 outputs) and, per row of x, broadcasts
+// its STEP elements and adds the products into three accumulators: one weight load serves every row
+// of x, one broadcast 48 outputs, and 8 rows keep 24 independent chains in registers with no
+// reduction across lanes at the end. Against gemv.h's dot-product tiles (4 rows of x at a time, a
+// second group re-reading the panel) this streams W at close to a plain read's rate at 8 rows on
+// AMD EPYC Zen 4: there the tiles' memory and arithmetic did not overlap, the outer products do
+// (BENCHMARKS.md, issue 34).
+//
+// Each output (m, n) is one accumulator lane summed in K's order: its result depends only on K, not
+// on M or the rows beside it.
+//
+// Everything here has internal linkage: each kernel's file compiles it for its own ISA.
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace outer {
+namespace {
+
+constexpr int GROUP = 8;  // rows of x a panel meets at once
+constexpr int VECS = 3;  // accumulators per row of x: 8 rows * 3 + 3 weights + 1 broadcast of 32 registers
+constexpr int TILE = 16 * VECS;  // outputs per panel (the module's tiles for fp32 and bf16)
+constexpr int PREFETCH_FROM_ROWS = 5;  // from here on arithmetic outpaces the hardware prefetcher
+constexpr int PREFETCH_BYTES = 16 * 1024;  // into L2, this far ahead (4 KB: slower; 8 to 16 KB alike)
+
+// One panel (Kp / STEP steps) against M rows of x (xs elements apart): out[m][v] = lanes of outputs
+// 16v..16v+15. Dot is one weight format: Dot::load(w) one vector of weights, Dot::broadcast(x) a
+// row's STEP elements in every lane, Dot::fma(acc, xb, wv).
+template <typename Dot, int M, bool Prefetch>
+inline void panel(const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t Kp, __m512 (&out)[M][VECS]) {
+  constexpr int64_t STEP = Dot::STEP, VEC = 16 * STEP;  // weights per vector
+  __m512 acc[M][VECS];  // local and every loop over it unrolled, else GCC keeps it in memory
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 3
+    for (int v = 0; v < VECS; ++v) acc[m][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < Kp; k += STEP, w += VECS * VEC) {
+    if (Prefetch) {
+#pragma GCC unroll 3
+      for (int v = 0; v < VECS; ++v) _mm_prefetch(reinterpret_cast<const char*>(w + v * VEC) + PREFETCH_BYTES, _MM_HINT_T1);
+    }
+    typename Dot::V wv[VECS];
+#pragma GCC unroll 3
+    for (int v = 0; v < VECS; ++v) wv[v] = Dot::load(w + v * VEC);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const typename Dot::V xb = Dot::broadcast(x + m * xs + k);
+#pragma GCC unroll 3
+      for (int v = 0; v < VECS; ++v) acc[m][v] = Dot::fma(acc[m][v], xb, wv[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m)
+#pragma GCC unroll 3
+    for (int v = 0; v < VECS; ++v) out[m][v] = acc[m][v];
+}
+
+// One panel's outputs for G rows of x from row m0: finish(m, n0, lanes, sums) gets x[m] . W[n0 + i]
+// in lane i < lanes of sums (16 outputs from n0).
+template <typename Dot, int G, bool Prefetch, typename Finish>
+inline void group(int m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p, int64_t N,
+                  int64_t Kp, const Finish& finish) {
+  __m512 sums[G][VECS];
+  panel<Dot, G, Prefetch>(x + m0 * xs, xs, w + p * TILE * Kp, Kp, sums);
+  for (int v = 0; v < VECS; ++v) {
+    const int64_t n0 = p * TILE + 16 * v;
+    const int lanes = static_cast<int>(std::min<int64_t>(16, N - n0));
+    if (lanes <= 0) break;
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) finish(m0 + g, n0, lanes, sums[g][v]);
+  }
+}
+
+template <typename Dot, bool Prefetch, typename Finish>
+inline void group_of(int G, int m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p,
+                     int64_t N, int64_t Kp, const Finish& f) {
+  switch (G) {
+    case 1: return group<Dot, 1, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 2: return group<Dot, 2, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 3: return group<Dot, 3, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 4: return group<Dot, 4, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 5: return group<Dot, 5, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 6: return group<Dot, 6, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    case 7: return group<Dot, 7, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+    default: return group<Dot, 8, Prefetch>(m0, x, xs, w, p, N, Kp, f);
+  }
+}
+
+// Every output, panel by panel, GROUP rows of x at a time: the first group streams the panel from
+// memory, the others find it in L2 (48 outputs by K = 1536: 288 KB in fp32). x's rows are xs
+// elements apart, at least Kp long (zeros past K). Panels split across torch's threads.
+template <typename Dot, typename Finish>
+void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t Kp,
+          const Finish& finish) {
+  const bool prefetch = std::min(M, GROUP) >= PREFETCH_FROM_ROWS;
+  at::parallel_for(0, (N + TILE - 1) / TILE, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int m0 = 0; m0 < M; m0 += GROUP) {
+        const int G = std::min(GROUP, M - m0);
+        if (prefetch && m0 == 0) group_of<Dot, true>(G, m0, x, xs, w, p, N, Kp, finish);
+        else group_of<Dot, false>(G, m0, x, xs, w, p, N, Kp, finish);
+      }
+    }
+  });
+}
+
+// K rounded up to a whole step (the packed layout's row length).
+template <typename Dot>
+inline int64_t padded_k(int64_t K) {
+  return (K + Dot::STEP - 1) / Dot::STEP * Dot::STEP;
+}
+
+// x [M, K] as rows Kp long (zeros past K): x itself where K == Kp, else a copy in keep.
+template <typename T>
+const T* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<T>& keep) {
+  if (K == Kp) return x;
+  keep.assign(size_t(M) * Kp, T(0));
+  for (int m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
+  return keep.data();
+}
+
+inline __mmask16 first_lanes(int lanes) { return __mmask16((1u << lanes) - 1); }
+
+}  // namespace
+}  // namespace outer
