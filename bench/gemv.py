@@ -1,10 +1,11 @@
 """How fast each decode GEMV streams its weights, against a plain read of the same bytes.
 
-    python bench/gemv.py [--quick] [--json PATH] [--threads N]
+    python bench/gemv.py [--quick] [--json PATH] [--threads N] [--rows 1,2,4,8]
 
 One pass over every linear of a SmolLM2-135M decode step (30 layers' fused q/k/v, o, fused
 gate/up, down, and the 49k-vocab head: distinct weights, 135M of them, so they stream from
-memory as in a real step), random weights, best of 5, at 1, 2, 4 and 8 rows, per weight dtype:
+memory as in a real step), random weights, best of 5, at 1, 2, 4 and 8 rows (--rows: others; a
+kernel runs only the counts it takes), per weight dtype:
   gemv       kernels/gemv.py's kernel for the dtype (fp32, bf16; int8 with per-row scales: int8_lut
              where the CPU has VBMI, and the widening int8 kernel beside it as gemv_int8)
   gemm       the engine's path without it: torch's packed oneDNN call (fp32, bf16), ATen's
@@ -56,7 +57,7 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
         f32 = [s.float() for _, s in ws]
         calls["gemm"] = lambda: [torch.ops.aten._weight_int8pack_mm(xs[w.shape[1]], w, s) for w, s in ws]
         for name, kernel in (("gemv", gemv.kernel_for(torch.int8)), ("gemv_int8", gemv.kernel_named("int8"))):
-            if kernel is not None:
+            if kernel is not None and rows <= kernel.max_rows:
                 packs = [kernel.pack(w) for w, _ in ws]
                 calls[name] = lambda k=kernel, ps=packs: [k.run(xs[w.shape[1]], p, s, None)
                                                           for (w, _), p, s in zip(ws, ps, f32)]
@@ -69,7 +70,7 @@ def pass_calls(kind: str, ws: list[tuple], rows: int) -> dict:
         handlers = [OneDnnMatmul(w) for w, _ in ws]
         calls["gemm_vllm"] = lambda: [h(xs[w.shape[1]]) for (w, _), h in zip(ws, handlers)]
     kernel = gemv.kernel_for(act)
-    if kernel is not None:
+    if kernel is not None and rows <= kernel.max_rows:
         packs = [kernel.pack(w) for w, _ in ws]
         calls["gemv"] = lambda: [kernel.run(xs[w.shape[1]], p, None) for (w, _), p in zip(ws, packs)]
         calls["read_packed"] = lambda: [p.data.view(torch.int32).max() for p in packs]
@@ -96,10 +97,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_args(ap, "1 row only, best of 3")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rows", default="1,2,4,8", help="row counts, comma-separated (default 1,2,4,8)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    rows, repeat = ((1,), 3) if args.quick else ((1, 2, 4, 8), 5)
-    res = {"cpu": cpu(load_avg_at_start=os.getloadavg()), "command": "python bench/gemv.py" + (" --quick" if args.quick else "") + f" --threads {args.threads}",
+    rows, repeat = ((1,), 3) if args.quick else (tuple(int(r) for r in args.rows.split(",")), 5)
+    res = {"cpu": cpu(load_avg_at_start=os.getloadavg()),
+           "command": "python bench/gemv.py" + (" --quick" if args.quick else f" --rows {args.rows}") + f" --threads {args.threads}",
            "threads": args.threads, "torch": torch.__version__}
     for kind in ("fp32", "bf16", "int8"):
         res[kind] = kind_rows(kind, rows, repeat)

@@ -11,10 +11,10 @@ once, each panel one sequential stream:
   broadcast element of up to 8 rows of x in 24 accumulators; more rows go 8 at a time over a panel
   still in L2 (up to 256 rows a call).
 - int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
-  at the end, up to 8 rows: dot products of 4-row panels against 4 rows of x at a time
-  (csrc/gemv.h). With AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
-  lookups and meets x in `vdpbf16ps` (`int8_lut`); without VBMI each is widened to fp32 and
-  multiplied in fp32 (`int8`, slower from two rows on, on AMD Zen 4).
+  at the end. With AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
+  lookups and meets x in `vdpbf16ps`, on outer.h's panels (`int8_lut`, up to 256 rows). Without
+  VBMI each is widened to fp32 and multiplied in fp32, dot products of 4-row panels against 4 rows
+  of x at a time (csrc/gemv.h; `int8`, up to 8 rows, slower from two rows on, on AMD Zen 4).
 
 A row's result does not depend on the rows beside it or on how many there are. Which kernels run
 is decided once from /proc/cpuinfo (NEEDS). Where a flag is missing (an AVX2-only CPU), where the
@@ -39,10 +39,11 @@ from posttrain.machine import cpu_info
 
 log = logging.getLogger(__name__)
 
-# The engine's linears take each kernel up to this many rows (each kernel's max_rows): on SmolLM2's
-# shapes at one thread it beat their GEMMs at every count up to there (bench/gemv.py, AMD EPYC Zen 4:
-# fp32 and bf16 by 2x at 8 rows, by 4 to 9% at 256).
-DECODE_ROWS = {"fp32": 256, "bf16": 256, "int8": 8, "int8_lut": 8}
+# The engine's linears take each kernel up to this many rows: on SmolLM2's shapes at one thread it
+# beat their GEMMs at every count up to there (bench/gemv.py, AMD EPYC Zen 4: fp32 and bf16 by 2x at
+# 8 rows, by 1 to 4% at 256; int8_lut against the bf16 GEMM Int8Linear runs beyond: 1.3x at 16
+# rows, 1.1x at 32, slower at 64).
+DECODE_ROWS = {"fp32": 256, "bf16": 256, "int8": 8, "int8_lut": 32}
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
 CSRC = Path(__file__).parent / "csrc"
 SOURCES = ("gemv_module.cpp", "gemv_fp32.cpp", "gemv_bf16.cpp", "gemv_int8.cpp", "gemv_int8_lut.cpp")
@@ -86,7 +87,7 @@ class Gemv:
         shape = packed_shape(weight.shape, *module().layouts[self.kind])
         fits = reuse is not None and reuse.data.shape == shape and reuse.data.dtype == weight.dtype
         out = reuse.data if fits else ARENA.empty(shape, weight.dtype)
-        return Packed(pack_into(out, weight), weight.shape[0])
+        return Packed(pack_into(out, weight, widened=self.kind == "int8_lut"), weight.shape[0])
 
     def run(self, x: torch.Tensor, w: Packed, *args) -> torch.Tensor:
         return self.call(x, w.data, w.n, *args)
@@ -98,13 +99,19 @@ def packed_shape(shape: tuple, tile: int, step: int, block: int) -> torch.Size:
     return torch.Size((-(-n // block) * block // tile, -(-k // step), tile, step))
 
 
-def pack_into(out: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def pack_into(out: torch.Tensor, weight: torch.Tensor, widened: bool = False) -> torch.Tensor:
     """Write W [N, K] into `out` (packed_shape): a panel's tile rows go step by step, side by side
-    (csrc/outer.h and gemv.h read each panel as one stream); zeros past N and K."""
+    (csrc/outer.h and gemv.h read each panel as one stream); zeros past N and K. widened: int8_lut's
+    order within a step (48 outputs x 4 weights, 3 lines of 16 outputs): byte 16L + 8s + 2i + t of
+    line v holds output 16v + 4L + i, element 2s + t, so that the bytes of pair s of each output
+    widen into vector s (csrc/gemv_int8_lut.cpp)."""
     panels, chunks, tile, step = out.shape
     n, k = weight.shape
     padded = torch.nn.functional.pad(weight.detach(), (0, chunks * step - k, 0, panels * tile - n))
-    return out.copy_(padded.view(panels, tile, chunks, step).transpose(1, 2))
+    steps = padded.view(panels, tile, chunks, step).transpose(1, 2)
+    if widened:  # [.., line, L, i, s, t] -> [.., line, L, s, i, t]
+        steps = steps.reshape(panels, chunks, tile // 16, 4, 4, 2, 2).transpose(4, 5)
+    return out.copy_(steps.reshape(out.shape))
 
 
 class HugeArena:

