@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # The engine's linears take each kernel up to this many rows: on SmolLM2's shapes at one thread it
 # beat their GEMMs at every count up to there (bench/gemv.py, AMD EPYC Zen 4: fp32 and bf16 by 2x at
-# 8 rows, by 1 to 4% at 256; int8_lut against the bf16 GEMM Int8Linear runs beyond: 1.3x at 16
+# 8 rows, by 1 to 5% at 256; int8_lut against the bf16 GEMM Int8Linear runs beyond: 1.3x at 16
 # rows, 1.1x at 32, slower at 64).
 DECODE_ROWS = {"fp32": 256, "bf16": 256, "int8": 8, "int8_lut": 32}
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels

@@ -1,7 +1,8 @@
-// The int8 decode GEMVs' driver (fp32 and bf16 have outer.h's): y[M, N] = x[M, K] W[N, K]^T for
-// M <= 8 rows, W in the GEMV's packed layout (kernels/gemv.py pack): panels of TILE rows, and
-// within a panel chunk after chunk of SUB elements, the TILE rows' chunks side by side ([N / TILE][K / SUB][TILE][SUB], zeros past
-// N and K). So a panel is one sequential stream, read from memory once.
+// The widening int8 GEMV's driver (the other kernels have outer.h's): y[M, N] = x[M, K] W[N, K]^T
+// for M <= 8 rows, W in the GEMV's packed layout (kernels/gemv.py pack): panels of TILE rows, and
+// within a panel chunk after chunk of SUB elements, the TILE rows' chunks side by side
+// ([N / TILE][K / SUB][TILE][SUB], zeros past N and K). So a panel is one sequential stream, read
+// from memory once.
 //
 // A group of G <= GROUP rows of x meets a panel: each step loads the TILE weight chunks and G x
 // chunks and adds the G * TILE products into as many accumulators held in registers: one weight
@@ -9,8 +10,8 @@
 // and the G * TILE independent chains keep the FMA pipes busy. A second group of x rows finds the
 // panel in L1. Beyond two rows of x a step is as much arithmetic as memory, and the hardware
 // prefetcher alone falls behind: the first group then prefetches into L2 PREFETCH_BYTES ahead
-// (on AMD EPYC Zen 4, bf16 at 8 rows when it ran here, a third faster; at one or two rows it made the pass about
-// 10% slower, so there it is off).
+// (on AMD EPYC Zen 4, bf16 at 8 rows when it ran here, a third faster; at one or two rows it made
+// the pass about 10% slower, so there it is off).
 //
 // Each output (m, n) has one accumulator: chunk after chunk in K's order, then a fixed tree across
 // its 16 lanes, 16 outputs at once (lane_sums16). That order depends only on K, never on M or on
@@ -90,8 +91,6 @@ inline __m512 lane_sums16(const __m512* v) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(w[0], w[1], 0x88), _mm512_shuffle_f32x4(w[0], w[1], 0xDD));
 }
 
-inline __mmask16 first_lanes(int rows) { return __mmask16((1u << rows) - 1); }
-
 // Every output, 16 at a time: finish(m, n0, rows, sums) gets x[m] . W[n0 + r] in lane r < rows.
 // W is packed (N rounded up to BLOCK, Kp to Dot::SUB); x's rows are xs elements apart, at least Kp
 // long (zeros past K). Blocks of 16 rows split across torch's threads.
@@ -133,7 +132,7 @@ const X* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<X>& k
   return keep.data();
 }
 
-// The int8 kernels' epilogue: y[m, n0 + r] = sums[r] * scale[n0 + r] + bias[n0 + r], rounded to bf16.
+// The int8 kernel's epilogue: y[m, n0 + r] = sums[r] * scale[n0 + r] + bias[n0 + r], rounded to bf16.
 inline void store_scaled(c10::BFloat16* y, int64_t N, const float* scale, const c10::BFloat16* bias, int m,
                          int64_t n0, int rows, __m512 sums) {
   alignas(64) float s[BLOCK];

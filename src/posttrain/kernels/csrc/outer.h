@@ -1,15 +1,15 @@
-// The fp32 and bf16 decode GEMVs' driver: y[M, N] = x[M, K] W[N, K]^T for M <= 8 rows, as sums of
-// outer products. W is packed (kernels/gemv.py pack) in panels of TILE = 48 output rows: step by
-// step along K, the STEP consecutive weights of each of the 48 rows side by side
-// ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
+// The fp32, bf16 and int8_lut decode kernels' driver: y[M, N] = x[M, K] W[N, K]^T as sums of outer
+// products, GROUP rows of x at a time. W is packed (kernels/gemv.py pack) in panels of TILE = 48
+// output rows: step by step along K, the STEP consecutive weights of each of the 48 rows side by
+// side ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
 //
 // Each step loads the panel's three vectors of weights (48 outputs; int8: widened to bf16 first)
-// and, per row of x, broadcasts its STEP elements and adds the products into three accumulators: one weight load serves every row
-// of x, one broadcast 48 outputs, and 8 rows keep 24 independent chains in registers with no
-// reduction across lanes at the end. Against gemv.h's dot-product tiles (4 rows of x at a time, a
-// second group re-reading the panel) this streams W at close to a plain read's rate at 8 rows on
-// AMD EPYC Zen 4: there the tiles' memory and arithmetic did not overlap, the outer products do
-// (BENCHMARKS.md, issue 34).
+// and, per row of x, broadcasts its STEP elements and adds the products into three accumulators:
+// one weight load serves every row of x, one broadcast 48 outputs, and 8 rows keep 24 independent
+// chains in registers with no reduction across lanes at the end. Against gemv.h's dot-product tiles
+// (4 rows of x at a time, a second group re-reading the panel) this streams W at close to a plain
+// read's rate at 8 rows on AMD EPYC Zen 4: there the tiles' memory and arithmetic did not overlap,
+// the outer products do (BENCHMARKS.md, issue 34).
 //
 // Each output (m, n) is one accumulator lane summed in K's order: its result depends only on K, not
 // on M or the rows beside it.
@@ -30,9 +30,12 @@ namespace {
 
 constexpr int GROUP = 8;  // rows of x a panel meets at once
 constexpr int VECS = 3;  // accumulators per row of x: 8 rows * 3 + 3 weights + 1 broadcast of 32 registers
-constexpr int TILE = 16 * VECS;  // outputs per panel (the module's tiles for fp32 and bf16)
-constexpr int PREFETCH_FROM_ROWS = 5;  // from here on arithmetic outpaces the hardware prefetcher
-constexpr int PREFETCH_BYTES = 16 * 1024;  // into L2, this far ahead (4 KB: slower; 8 to 16 KB alike)
+constexpr int TILE = 16 * VECS;  // outputs per panel (the module's tile for these kernels)
+// From this many rows on the kernel prefetches into L2 PREFETCH_BYTES ahead: there arithmetic
+// outpaces the hardware prefetcher (a stand-alone prototype on Zen 4: 8 rows 10-15% faster with it,
+// 4 rows slower; 4 KB ahead slower than 8 or 16 KB).
+constexpr int PREFETCH_FROM_ROWS = 5;
+constexpr int PREFETCH_BYTES = 16 * 1024;
 
 // One panel (Kp / STEP steps) against M rows of x (xs elements apart): out[m][v] = lanes of outputs
 // 16v..16v+15. Dot is one weight format: Dot::step<M>(acc, x, xs, w, k) adds the products of the
