@@ -32,17 +32,19 @@ def reference(parts: list[torch.nn.Linear], x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype,kind", [(torch.float32, "fp32"), (torch.bfloat16, "bf16")])
-def test_few_rows_take_the_gemv_and_match_the_gemm(dtype, kind):
+def test_every_row_count_takes_the_kernel_and_matches_the_gemm(dtype, kind):
     parts = fused(dtype)
-    lin = PackedLinear(*parts, gemv=True)
-    x = torch.randn(gemv.DECODE_ROWS[kind] + 1, 72).to(dtype)
+    lin, gemm = PackedLinear(*parts, gemv=True), PackedLinear(*parts)
+    x = torch.randn(300, 72).to(dtype)  # decode's 1 row, and a prefill of more than a pass's 256 rows
     with torch.inference_mode():
-        few, many = lin(x[:1]), lin(x)  # 1 row: the GEMV where the CPU has it; more than it takes: the packed GEMM
+        few, many, by_gemm = lin(x[:1]), lin(x), gemm(x)
         ref = reference(parts, x)
     assert (lin.gemv is not None) == has_gemv(kind)
+    if lin.gemv is not None:  # prefill and decode round a row alike
+        assert lin.gemv_rows == gemv.ALL_ROWS and torch.equal(few[0], many[0])
     rel = 1e-5 if dtype == torch.float32 else 2.0**-7
-    assert ((few.double() - ref[:1]).abs() <= rel * ref[:1].abs() + 1e-4).all()
-    assert ((many.double() - ref).abs() <= rel * ref.abs() + 1e-4).all()
+    for y in (few, many, by_gemm):
+        assert ((y.double() - ref[: len(y)]).abs() <= rel * ref[: len(y)].abs() + 1e-4).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

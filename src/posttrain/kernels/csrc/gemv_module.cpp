@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -22,12 +23,15 @@ namespace {
 // Each kernel's packed layout [N / tile, K / step, tile, step], N padded to a multiple of block and K
 // of step: outer.h's panels of 48 outputs (fp32, bf16, int8_lut: each step's 192 bytes in its
 // widening's order), gemv.h's panels of 4 rows in blocks of 16 (int8, 16 weights a step).
-// max_rows: the most rows of x a call takes (gemv.h MAX_ROWS; outer.h takes any, 8 at a time).
+// max_rows: the most rows of x a call takes (gemv.h MAX_ROWS; outer.h takes any number, ANY_ROWS).
 struct Layout {
   int64_t tile, step, block, max_rows;
 };
-const std::map<std::string, Layout> LAYOUTS = {
-    {"fp32", {48, 1, 48, 256}}, {"bf16", {48, 2, 48, 256}}, {"int8", {4, 16, 16, 8}}, {"int8_lut", {48, 4, 48, 256}}};
+constexpr int64_t ANY_ROWS = std::numeric_limits<int>::max();
+const std::map<std::string, Layout> LAYOUTS = {{"fp32", {48, 1, 48, ANY_ROWS}},
+                                               {"bf16", {48, 2, 48, ANY_ROWS}},
+                                               {"int8", {4, 16, 16, 8}},
+                                               {"int8_lut", {48, 4, 48, ANY_ROWS}}};
 
 // Checks x [M, K] (1 <= M <= max_rows) against W packed for `kind` (LAYOUTS: kernels/gemv.py pack) and the
 // bias [n]; returns an empty y [M, n].
@@ -114,12 +118,12 @@ torch::Tensor huge_bytes(int64_t n) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M<=256, K], W float32 packed from [n, K] (AVX-512F)");
-  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M<=256, K], W bfloat16 packed from [n, K] (AVX-512-BF16)");
+  m.def("fp32", &fp32, "y = x W^T + b: x float32 [M, K], W float32 packed from [n, K] (AVX-512F)");
+  m.def("bf16", &bf16, "y = x W^T + b: x bfloat16 [M, K], W bfloat16 packed from [n, K] (AVX-512-BF16)");
   m.def("int8", &int8,
         "y = scale * (x W^T) + b: x bfloat16 [M<=8, K], W int8 packed from [n, K], scale float32 [n] (AVX-512F)");
   m.def("int8_lut", &int8_lut,
-        "y = scale * (x W^T) + b: x bfloat16 [M<=256, K], W int8 packed from [n, K], scale float32 [n] "
+        "y = scale * (x W^T) + b: x bfloat16 [M, K], W int8 packed from [n, K], scale float32 [n] "
         "(AVX-512-BF16, VBMI)");
   m.def("huge_bytes", &huge_bytes, "n bytes on fresh 2 MB-aligned pages advised to transparent huge pages (uint8 [n])");
   pybind11::dict layouts, max_rows;  // kind -> (tile, step, block), kind -> rows

@@ -1,5 +1,5 @@
 // The fp32, bf16 and int8_lut decode kernels' driver: y[M, N] = x[M, K] W[N, K]^T as sums of outer
-// products, GROUP rows of x at a time. W is packed (kernels/gemv.py pack) in panels of TILE = 48
+// products, GROUP rows of x at a time, any number of rows. W is packed (kernels/gemv.py pack) in panels of TILE = 48
 // output rows: step by step along K, the STEP consecutive weights of each of the 48 rows side by
 // side ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
 //
@@ -29,6 +29,7 @@ namespace outer {
 namespace {
 
 constexpr int GROUP = 8;  // rows of x a panel meets at once
+constexpr int64_t ROWS = 256;  // rows of x a pass over W takes (fp32, K = 1536: 1.5 MB of x)
 constexpr int VECS = 3;  // accumulators per row of x: 8 rows * 3 + 3 weights + 1 broadcast of 32 registers
 constexpr int TILE = 16 * VECS;  // outputs per panel (the module's tile for these kernels)
 // From this many rows on the kernel prefetches into L2 PREFETCH_BYTES ahead: there arithmetic
@@ -65,7 +66,7 @@ inline void panel(const typename Dot::X* x, int64_t xs, const typename Dot::W* w
 // One panel's outputs for G rows of x from row m0: finish(m, n0, lanes, sums) gets x[m] . W[n0 + i]
 // in lane i < lanes of sums (16 outputs from n0).
 template <typename Dot, int G, bool Prefetch, typename Finish>
-inline void group(int m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p, int64_t N,
+inline void group(int64_t m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p, int64_t N,
                   int64_t Kp, const Finish& finish) {
   __m512 sums[G][VECS];
   panel<Dot, G, Prefetch>(x + m0 * xs, xs, w + p * TILE * Kp, Kp, sums);
@@ -79,7 +80,7 @@ inline void group(int m0, const typename Dot::X* x, int64_t xs, const typename D
 }
 
 template <typename Dot, bool Prefetch, typename Finish>
-inline void group_of(int G, int m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p,
+inline void group_of(int G, int64_t m0, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t p,
                      int64_t N, int64_t Kp, const Finish& f) {
   switch (G) {
     case 1: return group<Dot, 1, Prefetch>(m0, x, xs, w, p, N, Kp, f);
@@ -93,22 +94,26 @@ inline void group_of(int G, int m0, const typename Dot::X* x, int64_t xs, const 
   }
 }
 
-// Every output, panel by panel, GROUP rows of x at a time: the first group streams the panel from
-// memory, the others find it in L2 (48 outputs by K = 1536: 288 KB in fp32). x's rows are xs
-// elements apart, at least Kp long (zeros past K). Panels split across torch's threads.
+// Every output, ROWS rows of x per pass over W, panel by panel, GROUP rows at a time: the first
+// group streams the panel from memory, the others find it in L2 (48 outputs by K = 1536: 288 KB in
+// fp32). A pass's rows of x stay in L2 or L3 however many rows the call has (a long prefill). x's
+// rows are xs elements apart, at least Kp long (zeros past K). Panels split across torch's threads.
 template <typename Dot, typename Finish>
-void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t Kp,
+void gemv(int64_t M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w, int64_t N, int64_t Kp,
           const Finish& finish) {
-  const bool prefetch = std::min(M, GROUP) >= PREFETCH_FROM_ROWS;
-  at::parallel_for(0, (N + TILE - 1) / TILE, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      for (int m0 = 0; m0 < M; m0 += GROUP) {
-        const int G = std::min(GROUP, M - m0);
-        if (prefetch && m0 == 0) group_of<Dot, true>(G, m0, x, xs, w, p, N, Kp, finish);
-        else group_of<Dot, false>(G, m0, x, xs, w, p, N, Kp, finish);
+  for (int64_t r0 = 0; r0 < M; r0 += ROWS) {
+    const int64_t rows = std::min<int64_t>(ROWS, M - r0);
+    const bool prefetch = std::min<int64_t>(rows, GROUP) >= PREFETCH_FROM_ROWS;
+    at::parallel_for(0, (N + TILE - 1) / TILE, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t m0 = r0; m0 < r0 + rows; m0 += GROUP) {
+          const int G = static_cast<int>(std::min<int64_t>(GROUP, r0 + rows - m0));
+          if (prefetch && m0 == r0) group_of<Dot, true>(G, m0, x, xs, w, p, N, Kp, finish);
+          else group_of<Dot, false>(G, m0, x, xs, w, p, N, Kp, finish);
+        }
       }
-    }
-  });
+    });
+  }
 }
 
 // K rounded up to a whole step (the packed layout's row length).
@@ -119,10 +124,10 @@ inline int64_t padded_k(int64_t K) {
 
 // x [M, K] as rows Kp long (zeros past K): x itself where K == Kp, else a copy in keep.
 template <typename T>
-const T* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<T>& keep) {
+const T* padded_rows(int64_t M, const T* x, int64_t K, int64_t Kp, std::vector<T>& keep) {
   if (K == Kp) return x;
   keep.assign(size_t(M) * Kp, T(0));
-  for (int m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
+  for (int64_t m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
   return keep.data();
 }
 
