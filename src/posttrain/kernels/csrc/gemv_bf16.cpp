@@ -1,4 +1,4 @@
-// bf16 GEMV for decode's few rows: AVX-512-BF16 `vdpbf16ps` of one broadcast pair of x elements
+// bf16 kernel for every linear call: AVX-512-BF16 `vdpbf16ps` of one broadcast pair of x elements
 // with 48 pairs of weights (outer.h); fp32 sums, one rounding to bf16 at the end.
 #include <ATen/Parallel.h>  // library headers first: compiled for the module's base ISA
 #include <c10/util/BFloat16.h>

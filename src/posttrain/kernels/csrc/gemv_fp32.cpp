@@ -1,4 +1,4 @@
-// fp32 GEMV for decode's few rows: AVX-512F FMA of one broadcast x element with 48 weights (outer.h).
+// fp32 kernel for every linear call: AVX-512F FMA of one broadcast x element with 48 weights (outer.h).
 #include "outer.h"
 
 namespace outer {
