@@ -24,9 +24,10 @@
 #include <c10/util/BFloat16.h>
 #include <immintrin.h>
 
+#include "rows.h"
+
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 namespace gemv {
@@ -121,15 +122,6 @@ void gemv(int M, const typename Dot::X* x, int64_t xs, const typename Dot::W* w,
 template <typename Dot>
 inline int64_t padded_k(int64_t K) {
   return (K + Dot::SUB - 1) / Dot::SUB * Dot::SUB;
-}
-
-// x [M, K] as rows Kp long (zeros past K) in X's type: x itself where nothing changes, else a copy in keep.
-template <typename X, typename T>
-const X* padded_rows(int M, const T* x, int64_t K, int64_t Kp, std::vector<X>& keep) {
-  if (K == Kp && std::is_same<X, T>::value) return reinterpret_cast<const X*>(x);
-  keep.assign(size_t(M) * Kp, X(0));
-  for (int m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
-  return keep.data();
 }
 
 // The int8 kernel's epilogue: y[m, n0 + r] = sums[r] * scale[n0 + r] + bias[n0 + r], rounded to bf16.

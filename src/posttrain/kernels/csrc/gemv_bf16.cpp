@@ -39,7 +39,7 @@ void bf16_gemv(int M, const c10::BFloat16* x, const c10::BFloat16* w, const c10:
   using outer::Bf16Dot;
   const int64_t Kp = outer::padded_k<Bf16Dot>(K);
   std::vector<uint16_t> keep;
-  const uint16_t* xp = outer::padded_rows(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
+  const uint16_t* xp = padded_rows<uint16_t>(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
   outer::gemv<Bf16Dot>(M, xp, Kp, reinterpret_cast<const uint16_t*>(w), N, Kp,
                        [&](int m, int64_t n0, int lanes, __m512 sums) {
                          outer::store_bf16(reinterpret_cast<uint16_t*>(y) + m * N + n0,

@@ -32,7 +32,7 @@ void fp32_gemv(int M, const float* x, const float* w, const float* bias, float* 
   using outer::Fp32Dot;
   const int64_t Kp = outer::padded_k<Fp32Dot>(K);
   std::vector<float> keep;
-  outer::gemv<Fp32Dot>(M, outer::padded_rows(M, x, K, Kp, keep), Kp, w, N, Kp,
+  outer::gemv<Fp32Dot>(M, padded_rows<float>(M, x, K, Kp, keep), Kp, w, N, Kp,
                        [&](int m, int64_t n0, int lanes, __m512 sums) {
                          const __mmask16 mask = outer::first_lanes(lanes);
                          const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + n0) : _mm512_setzero_ps();

@@ -84,7 +84,7 @@ void int8_lut_gemv(int M, const c10::BFloat16* x, const int8_t* w, const float* 
   using outer::Int8LutDot;
   const int64_t Kp = outer::padded_k<Int8LutDot>(K);
   std::vector<uint16_t> keep;
-  const uint16_t* xp = outer::padded_rows(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
+  const uint16_t* xp = padded_rows<uint16_t>(M, reinterpret_cast<const uint16_t*>(x), K, Kp, keep);
   outer::gemv<Int8LutDot>(M, xp, Kp, w, N, Kp, [&](int m, int64_t n0, int lanes, __m512 sums) {
     const __mmask16 mask = outer::first_lanes(lanes);
     outer::store_bf16(reinterpret_cast<uint16_t*>(y) + m * N + n0,

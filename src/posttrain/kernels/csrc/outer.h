@@ -1,7 +1,8 @@
-// The fp32, bf16 and int8_lut decode kernels' driver: y[M, N] = x[M, K] W[N, K]^T as sums of outer
-// products, GROUP rows of x at a time, any number of rows. W is packed (kernels/gemv.py pack) in panels of TILE = 48
-// output rows: step by step along K, the STEP consecutive weights of each of the 48 rows side by
-// side ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is one sequential stream.
+// The fp32, bf16 and int8_lut kernels' driver: y[M, N] = x[M, K] W[N, K]^T as sums of outer
+// products, GROUP rows of x at a time, any number of rows. W is packed (kernels/gemv.py pack) in
+// panels of TILE = 48 output rows: step by step along K, the STEP consecutive weights of each of
+// the 48 rows side by side ([N / TILE][K / STEP][TILE][STEP], zeros past N and K), so a panel is
+// one sequential stream.
 //
 // Each step loads the panel's three vectors of weights (48 outputs; int8: widened to bf16 first)
 // and, per row of x, broadcasts its STEP elements and adds the products into three accumulators:
@@ -19,6 +20,8 @@
 
 #include <ATen/Parallel.h>
 #include <immintrin.h>
+
+#include "rows.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -120,15 +123,6 @@ void gemv(int64_t M, const typename Dot::X* x, int64_t xs, const typename Dot::W
 template <typename Dot>
 inline int64_t padded_k(int64_t K) {
   return (K + Dot::STEP - 1) / Dot::STEP * Dot::STEP;
-}
-
-// x [M, K] as rows Kp long (zeros past K): x itself where K == Kp, else a copy in keep.
-template <typename T>
-const T* padded_rows(int64_t M, const T* x, int64_t K, int64_t Kp, std::vector<T>& keep) {
-  if (K == Kp) return x;
-  keep.assign(size_t(M) * Kp, T(0));
-  for (int64_t m = 0; m < M; ++m) std::copy(x + m * K, x + (m + 1) * K, keep.begin() + m * Kp);
-  return keep.data();
 }
 
 inline __mmask16 first_lanes(int lanes) { return __mmask16((1u << lanes) - 1); }
