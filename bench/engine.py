@@ -12,7 +12,9 @@ Sections (each prints a ratio; all land in the JSON):
   agreement      max |logprob delta| vs the trainer's forward; int8 KV deviation
   decode         tok/s at batch 1, 16, 128 in fp32 and bf16 against the matmul bound measured
                  in the same run, and batch 1 against the memory-bandwidth bound measured in the
-                 same run (batch1_bandwidth_frac: the worst of fp32, bf16, int8 weights)
+                 same run (batch1_bandwidth_frac: the worst of fp32, bf16, int8 weights), with
+                 the batch-1 step split (weight stream alone, linears, attention, the rest;
+                 batch1_stream_of_bandwidth: the weight stream alone over the bound)
                  (bench/parts/engine_speed.py); each dtype's logprob mismatch
   exact          batch-invariant fp32 logprobs per cache/batch config on SmolLM2 and what exact
                  attention costs in decode and in the trainer (bench/parts/engine_exact.py)
@@ -295,6 +297,7 @@ def summary(res: dict, real: str) -> dict:
         vs_vllm_cpu_bf16_batch1=res.get("vs_vllm", {}).get("bfloat16", {}).get("batch1_ratio"),
         batch1_bandwidth_frac=min(res.get("decode", {}).get("batch1_bandwidth_frac", {}).values(), default=None),
         batch1_bandwidth_frac_by_weights=res.get("decode", {}).get("batch1_bandwidth_frac"),
+        batch1_stream_of_bandwidth=res.get("decode", {}).get("batch1_stream_of_bandwidth"),
         vs_vllm_cpu_eager_fp32=res.get("vs_vllm", {}).get("float32", {}).get("min_ratio_vs_eager"),
         vs_vllm_cpu_eager_bf16=res.get("vs_vllm", {}).get("bfloat16", {}).get("min_ratio_vs_eager"),
         of_matmul_bound_batch128_fp32=res.get("decode", {}).get("of_bound_batch128_float32"),

@@ -9,6 +9,9 @@ Batch 1 is held to memory bandwidth too: one token reads every weight once (and 
 K/V), so the bound is bandwidth / bytes per token, with bandwidth measured in the same run (the
 best of 5 sums over a 1 GiB float32 buffer on this thread: a streaming read, as a GEMV's is; on
 4 KB pages and on huge pages, where the decode GEMVs keep their weights, the faster of the two).
+A batch-1 row also splits its step (`batch1_split`): the weight stream alone (every linear's
+GEMV kernel called back to back on its packed weights, nothing else: the most any step of this
+engine could reach), the linears as the layers call them, attention, and the rest.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
     engine = LocalEngine(model, config=EngineConfig(dtype=dtype, **config))
-    engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=steps + 2, seed=0))
+    engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=2 * steps + 2, seed=0))  # more steps: step_split
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
     engine.step()  # one warm decode step
@@ -66,10 +69,41 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
     bound_s = matmul_bound_s(engine, batch)
     ctx = prompt_len + steps + 2
     gemv = any(lin.gemv is not None for layer in engine.runner.linears for lin in layer.values())
-    return {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
-            "attention": engine.attention_backend[0], "gemm": engine.gemm, "gemv_few_rows": gemv,
-            "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
-            "of_bound": bound_s / step_s, "bytes_per_token": step_weight_bytes(engine) + ctx * kv_token_bytes(engine)}
+    row = {"dtype": engine.dtype.name, "weights": engine.config.weights, "batch": batch,
+           "attention": engine.attention_backend[0], "gemm": engine.gemm, "gemv_few_rows": gemv,
+           "decode_tok_s": batch / step_s, "step_ms": step_s * 1e3, "matmul_bound_tok_s": batch / bound_s,
+           "of_bound": bound_s / step_s, "bytes_per_token": step_weight_bytes(engine) + ctx * kv_token_bytes(engine)}
+    if batch == 1 and gemv:
+        row["batch1_split"] = step_split(engine, steps, step_s, bound_s)
+    return row
+
+
+@torch.inference_mode()
+def step_split(engine: LocalEngine, steps: int, step_s: float, linears_s: float) -> dict:
+    """Where a batch-1 step's milliseconds go: the weight stream alone (each linear's GEMV on its
+    packed weights, back to back, best of 5), the linears through the layers' objects (linears_s),
+    attention (timed inside `steps` more real steps) and the rest (glue, sampling, scheduling, Python)."""
+    calls = [lin for layer in engine.runner.linears for lin in layer.values()]
+    xs = [torch.randn(1, lin.sources[0].in_features).to(engine.runner.dtype) for lin in calls]
+    stream_s = best_seconds(lambda: [lin.gemv(x) for lin, x in zip(calls, xs)])
+    attention = engine.runner.attention
+    attend, spent = attention.attend, [0.0]
+
+    def timed(*args):
+        t0 = time.perf_counter()
+        out = attend(*args)
+        spent[0] += time.perf_counter() - t0
+        return out
+
+    attention.attend = timed
+    try:
+        for _ in range(steps):
+            engine.step()
+    finally:
+        del attention.attend  # the bound method again
+    attention_s = spent[0] / steps
+    return {"weight_stream_ms": stream_s * 1e3, "linears_ms": linears_s * 1e3, "attention_ms": attention_s * 1e3,
+            "rest_ms": (step_s - linears_s - attention_s) * 1e3}
 
 
 def step_weight_bytes(engine: LocalEngine) -> int:
@@ -108,8 +142,14 @@ def bandwidth_fracs(rows: list[dict], gbs: float) -> dict:
         if r["batch"] == 1:
             r["bandwidth_bound_tok_s"] = gbs * 1e9 / r["bytes_per_token"]
             r["of_bandwidth"] = r["decode_tok_s"] / r["bandwidth_bound_tok_s"]
-            out["int8" if r["weights"] == "int8" else r["dtype"]] = r["of_bandwidth"]
+            if "batch1_split" in r:  # the weight stream alone over the bound: this engine's ceiling
+                r["batch1_split"]["stream_of_bandwidth"] = 1e3 / r["bandwidth_bound_tok_s"] / r["batch1_split"]["weight_stream_ms"]
+            out[weights_kind(r)] = r["of_bandwidth"]
     return out
+
+
+def weights_kind(row: dict) -> str:
+    return "int8" if row["weights"] == "int8" else row["dtype"]
 
 
 AGREEMENT_PROMPTS = ((2, 64, 5), (2, 17, 6))  # (prompts, length, seed): two lengths, so cache blocks fill unevenly
@@ -159,9 +199,18 @@ def speed_section(model, quick: bool, dtypes: list[str]) -> dict:
         out["int8_weights"] = int8_rows(model, steps, prompt_len, 16 if quick else 32, by)
     out["read_bandwidth_by_pages"] = rates = read_rates_gbs()
     out["read_bandwidth_gbs"] = gbs = max(rates.values())
-    out["batch1_bandwidth_frac"] = fr = bandwidth_fracs(out["rows"] + out.get("int8_weights", {}).get("rows", []), gbs)
+    rows = out["rows"] + out.get("int8_weights", {}).get("rows", [])
+    out["batch1_bandwidth_frac"] = fr = bandwidth_fracs(rows, gbs)
     print(f"[bandwidth] {gbs:.1f} GB/s read; batch 1 at " + ", ".join(f"{k} {v:.0%}" for k, v in fr.items())
           + " of its bound", flush=True)
+    out["batch1_stream_of_bandwidth"] = {weights_kind(r): r["batch1_split"]["stream_of_bandwidth"]
+                                         for r in rows if "batch1_split" in r}
+    for r in rows:
+        if "batch1_split" in r:
+            sp = r["batch1_split"]
+            print(f"[batch 1 {weights_kind(r)}] step {r['step_ms']:.2f} ms: linears {sp['linears_ms']:.2f} (their "
+                  f"weight stream alone {sp['weight_stream_ms']:.2f}, {sp['stream_of_bandwidth']:.0%} of the bound), "
+                  f"attention {sp['attention_ms']:.2f}, rest {sp['rest_ms']:.2f}", flush=True)
     return out
 
 
