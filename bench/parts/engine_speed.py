@@ -58,7 +58,8 @@ def decode_row(model, dtype: str, batch: int, prompt_len: int, steps: int, **con
     group = 8 if batch >= 8 else 1
     prompts = random_prompts(batch // group, prompt_len, model.config.vocab_size, 7)
     engine = LocalEngine(model, config=EngineConfig(dtype=dtype, **config))
-    engine.add([p for p in prompts for _ in range(group)], SamplingParams(temperature=1.0, max_tokens=2 * steps + 2, seed=0))  # more steps: step_split
+    params = SamplingParams(temperature=1.0, max_tokens=2 * steps + 2, seed=0)  # steps more for step_split
+    engine.add([p for p in prompts for _ in range(group)], params)
     while any(s.num_to_compute > 1 for s in engine.scheduler.running) or engine.scheduler.waiting:
         engine.step()  # prefill (and the first token)
     engine.step()  # one warm decode step
@@ -143,7 +144,8 @@ def bandwidth_fracs(rows: list[dict], gbs: float) -> dict:
             r["bandwidth_bound_tok_s"] = gbs * 1e9 / r["bytes_per_token"]
             r["of_bandwidth"] = r["decode_tok_s"] / r["bandwidth_bound_tok_s"]
             if "batch1_split" in r:  # the weight stream alone over the bound: this engine's ceiling
-                r["batch1_split"]["stream_of_bandwidth"] = 1e3 / r["bandwidth_bound_tok_s"] / r["batch1_split"]["weight_stream_ms"]
+                split = r["batch1_split"]
+                split["stream_of_bandwidth"] = 1e3 / r["bandwidth_bound_tok_s"] / split["weight_stream_ms"]
             out[weights_kind(r)] = r["of_bandwidth"]
     return out
 
