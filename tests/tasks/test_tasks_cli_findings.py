@@ -59,3 +59,22 @@ def test_missing_tokenizer_knob_is_one_line(tmp_path):
     r = _cli("tasks", "generate", str(tmp_path / "o"), "--suite", "longctx", "--n", "1",
              "--knob", f"tokenizer={tmp_path / 'nope'}")
     assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_generate_refuses_a_split_that_is_a_path(tmp_path):
+    out = tmp_path / "a" / "b" / "out"
+    r = _cli("tasks", "generate", str(out), "--n", "1", "--split", "../../evil")
+    assert r.returncode == 2 and "plain name" in r.stderr and "Traceback" not in r.stderr
+    assert not list(tmp_path.rglob("*evil*"))
+
+
+def test_write_task_refuses_an_id_that_is_a_path(tmp_path):
+    import pytest
+
+    from posttrain.errors import TaskError
+    from posttrain.tasks import Task, TaskConfig, write_task
+
+    config = TaskConfig.model_validate({"task": {"name": "x"}})
+    with pytest.raises(TaskError, match="plain name"):
+        write_task(Task("../evil", "hi", config, tmp_path), tmp_path / "out")
+    assert not (tmp_path / "evil").exists()

@@ -32,7 +32,9 @@ def generate(
     from posttrain.commands.checks import writable_dir
     from posttrain.tasks.suites import generate as generate_suite
     from posttrain.tasks.suites import suite_module
+    from posttrain.tasks.task import plain_name
 
+    plain_name(split, "--split")      # a split is part of each task id: never a path
     suite_module(suite)               # an unknown suite is an error before anything is made
     _empty_or_overwrite(out, overwrite)
     writable_dir(out, "the output directory")
@@ -133,9 +135,9 @@ def new(
     """Scaffold a working Harbor task (hello world) to edit; `posttrain validate` passes it."""
     from posttrain.errors import PosttrainError
     from posttrain.tasks import Task, TaskConfig, write_task
+    from posttrain.tasks.task import plain_name
 
-    if not name or "/" in name or name.startswith("."):
-        raise PosttrainError(f"task name {name!r}: use a plain directory name")
+    plain_name(name, "task name")
     if root.exists() and not root.is_dir():
         raise PosttrainError(f"--dir {root} is a file; a directory is expected")
     if (root / name).exists():

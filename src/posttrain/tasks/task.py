@@ -150,9 +150,17 @@ def dump_config(config: TaskConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plain_name(name: str, what: str) -> str:
+    """A name that becomes one path component (task id, split): no '/', no '..', not hidden,
+    so a task is never written outside its output directory."""
+    if not name or "/" in name or "\\" in name or name.startswith(".") or "\0" in name:
+        raise TaskError(f"{what} {name!r}: use a plain name (no '/', not starting with '.')")
+    return name
+
+
 def write_task(task: Task, root: str | Path) -> Path:
     """Write task under root/<id>: instruction, task.toml and every file in task.files."""
-    dest = Path(root) / task.id
+    dest = Path(root) / plain_name(task.id, "task id")
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)

@@ -110,8 +110,9 @@ def parse_knobs(module, pairs: list[str]):
 def generate(name: str, out: str | Path, n: int, seed: int, split: str = "train",
              knobs: list[str] | None = None) -> list:
     """Build and write suite `name` into out; nothing is left in out if any task fails."""
-    from posttrain.tasks.task import write_task
+    from posttrain.tasks.task import plain_name, write_task
 
+    plain_name(split, "split")
     module = suite_module(name)
     parsed = parse_knobs(module, knobs or [])
     out = Path(out)
@@ -132,8 +133,10 @@ def generate(name: str, out: str | Path, n: int, seed: int, split: str = "train"
 
 def place(tasks: list, staging: Path, out: Path) -> None:
     """Move each task's directory from staging into out, replacing one of the same id."""
+    from posttrain.tasks.task import plain_name
+
     for task in tasks:
-        dest = out / task.id
+        dest = out / plain_name(task.id, "task id")
         if dest.exists():
             shutil.rmtree(dest)
         (staging / task.id).rename(dest)
