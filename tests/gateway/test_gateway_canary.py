@@ -132,7 +132,7 @@ def eval_job(path, scores: dict[str, list[float]], **conditions):
     return path
 
 
-def canary_cli(tmp_path, cand, base, port=1, lossless=False):
+def canary_cli(tmp_path, cand, base, port=1, lossless=False, extra_args=()):
     import os
     import subprocess
     import sys
@@ -143,7 +143,7 @@ def canary_cli(tmp_path, cand, base, port=1, lossless=False):
     cfg.write_text(text.replace("[variants.fast]\n", "[variants.fast]\nlossless = true\n") if lossless else text)
     code = "from posttrain.cli import main; main()"
     return subprocess.run([sys.executable, "-c", code, "gateway", "canary", str(cfg), "--candidate-job", str(cand),
-                           "--baseline-job", str(base)], capture_output=True, text=True, timeout=120,
+                           "--baseline-job", str(base), *extra_args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "400"})
 
 
@@ -172,3 +172,23 @@ def test_lossless_canary_refuses_greedy_probes_on_bf16_backends(tmp_path):
     with running(backend(b, "--dtype", "float32", serves=["standard", "fast"])):
         r = canary_cli(tmp_path, cand, base, port=b, lossless=True)
     assert r.returncode == 0 and "greedy probes identical" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_probe_backend_without_the_model_is_one_line(tmp_path):
+    scores = suite([0.0, 0.5, 1.0] * 30)
+    base, cand = eval_job(tmp_path / "std", scores), eval_job(tmp_path / "fast", scores)
+    b = free_port()
+    # a backend without the model answers 404, as `posttrain serve` does for an unknown model
+    with running(backend(b, "--dtype", "float32", "--fail-status", "404", serves=["standard"])):
+        r = canary_cli(tmp_path, cand, base, port=b, lossless=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "answered 404" in r.stderr
+
+
+def test_a_gateway_that_is_down_is_one_line(tmp_path):
+    scores = suite([0.0, 0.5, 1.0] * 30)
+    base, cand = eval_job(tmp_path / "std", scores), eval_job(tmp_path / "fast", scores)
+    url = f"http://127.0.0.1:{free_port()}"
+    r = canary_cli(tmp_path, cand, base, extra_args=("--gateway-url", url))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"cannot reach the gateway at {url}" in r.stderr

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Optional
 
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
+
+from posttrain.commands.checks import positive
 
 
 class ServeByDefault(TyperGroup):
@@ -42,6 +45,35 @@ def _config(path: str):
         raise PosttrainError("\n".join([f"bad gateway config {path}:", *lines])) from e
     except ValueError as e:
         raise PosttrainError(f"bad gateway config {path}: {' '.join(str(e).split())}") from e
+
+
+@contextmanager
+def _reaching(what: str):
+    """HTTP failures while talking to `what` as one PosttrainError line, never a traceback."""
+    import httpx
+
+    from posttrain.errors import PosttrainError
+
+    try:
+        yield
+    except httpx.HTTPStatusError as e:
+        r = e.response
+        raise PosttrainError(f"{what} answered {r.status_code} for {r.request.url}: {r.text[:200]}") from None
+    except httpx.HTTPError as e:
+        raise PosttrainError(f"cannot reach {what} ({type(e).__name__}: {e}); is it running?") from None
+
+
+@contextmanager
+def _audit_db(path: str):
+    """A file that is not an SQLite audit log as one line, not a sqlite3 traceback."""
+    import sqlite3
+
+    from posttrain.errors import PosttrainError
+
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        raise PosttrainError(f"{path} is not a readable audit log (SQLite): {e}") from None
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -101,7 +133,8 @@ def audit_verify(db: str = typer.Argument(..., help="Audit log (SQLite).")) -> N
 
     if not Path(db).is_file():
         raise PosttrainError(f"no such audit log: {db}")
-    v = verify(db)
+    with _audit_db(db):
+        v = verify(db)
     if v.ok:
         Console().print(f"ok: {v.rows} rows, chain head {v.head}")
         return
@@ -113,8 +146,9 @@ def audit_verify(db: str = typer.Argument(..., help="Audit log (SQLite).")) -> N
 def keys_new(name: str = typer.Argument(...),
              variants: str = typer.Option("", help="Comma-separated variants this key may use (default all)."),
              default_variant: Optional[str] = typer.Option(None),
-             rpm: Optional[int] = typer.Option(None), tpm: Optional[int] = typer.Option(None),
-             budget_usd: Optional[float] = typer.Option(None)) -> None:
+             rpm: Optional[int] = typer.Option(None, callback=positive, help="Requests per minute."),
+             tpm: Optional[int] = typer.Option(None, callback=positive, help="Tokens per minute."),
+             budget_usd: Optional[float] = typer.Option(None, callback=positive, help="Spend limit in USD.")) -> None:
     """Print a new key once, and the [[keys]] block (salt and hash only) for the config."""
     from posttrain.gateway.keys import key_toml, new_key
 
@@ -147,6 +181,8 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
     from posttrain.gateway.audit import AuditLog
     from posttrain.gateway.canary import audit_fields, decide, differing_conditions, job_scores, probe_identity
 
+    if api_key_env and api_key_env not in os.environ:
+        raise PosttrainError(f"--api-key-env {api_key_env}: that environment variable is not set")
     cfg = _config(config)
     if not cfg.canary:
         raise PosttrainError(f"{config} has no [canary] table")
@@ -161,8 +197,9 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
         prompts = json.loads(open(probes).read()) if probes else DEFAULT_PROBES
         cand, base = variants[c.candidate], variants[c.baseline]
         _refuse_bf16_probes(cand.backends[0], cand.model or c.candidate, base.backends[0], base.model or c.baseline)
-        identical = probe_identity(cand.backends[0], cand.model or c.candidate, base.backends[0],
-                                   base.model or c.baseline, prompts, probe_tokens)
+        with _reaching("a backend of the greedy probes"):
+            identical = probe_identity(cand.backends[0], cand.model or c.candidate, base.backends[0],
+                                       base.model or c.baseline, prompts, probe_tokens)
     try:
         d = decide(c.candidate, c.baseline, job_scores(candidate_job), job_scores(baseline_job), c.margin,
                    lossless, identical, c.min_tasks)
@@ -176,7 +213,8 @@ def canary(config: str = typer.Argument(..., help="Gateway config with a [canary
     console.print(f"[bold]{d.decision}[/bold]: {d.reason}")
     if gateway_url:
         headers = {"Authorization": f"Bearer {os.environ[api_key_env]}"} if api_key_env else {}
-        r = httpx.post(f"{gateway_url.rstrip('/')}/v1/gateway/canary", json=d.to_dict(), headers=headers, timeout=30)
+        with _reaching(f"the gateway at {gateway_url}"):
+            r = httpx.post(f"{gateway_url.rstrip('/')}/v1/gateway/canary", json=d.to_dict(), headers=headers, timeout=30)
         if r.status_code != 200:
             raise PosttrainError(f"the gateway refused the decision: {r.status_code} {r.text}")
         console.print(f"applied to {gateway_url}: {r.json()}")
@@ -222,7 +260,8 @@ def replay(log: str = typer.Argument(..., help="Audit log (SQLite) whose calls t
         raise PosttrainError(f"no such audit log: {log}")
     key = os.environ.get(api_key_env) if api_key_env else None
     _warn_bf16(gateway_url, against)
-    report = run_replay(log, gateway_url, against, limit, key).summary()
+    with _reaching(f"the gateway at {gateway_url}"), _audit_db(log):
+        report = run_replay(log, gateway_url, against, limit, key).summary()
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=2))
     if report["replayed"] == report["errors"]:
