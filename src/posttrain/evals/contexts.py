@@ -21,9 +21,28 @@ def parse_contexts(specs: list[str]) -> tuple[tuple[str, str], ...]:
         domain, policy = spec.split("=", 1) if named else ("", spec)
         try:
             out[domain or EVERY] = ContextConfig.parse(policy).label()
-        except (ValueError, ValidationError) as e:
+        except ValidationError as e:
+            raise ConfigError(f"--context {spec!r}: {_first_error(e)}") from None
+        except ValueError as e:
             raise ConfigError(f"--context {spec!r}: {str(e).splitlines()[0]}") from None
     return tuple(sorted(out.items()))
+
+
+def _first_error(e: ValidationError) -> str:
+    """The first problem as `knob: why (got X)`, not pydantic's "1 validation error" header."""
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err["loc"]) or "policy"
+    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+    return f"{where}: {err['msg'].removeprefix('Value error, ')}{got}"
+
+
+def check_domains(pairs: tuple[tuple[str, str], ...], tasks: list[Task]) -> None:
+    """A --context for a domain that no task has is a typo, not a no-op: refuse it."""
+    known = {t.domain for t in tasks}
+    unknown = [d for d, _ in pairs if d != EVERY and d not in known]
+    if unknown:
+        raise ConfigError(f"--context {unknown[0]}=...: no task has domain {unknown[0]!r}; "
+                          f"the tasks' domains: {', '.join(sorted(known))}")
 
 
 def task_contexts(pairs: tuple[tuple[str, str], ...], tasks: list[Task]) -> list[ContextConfig]:

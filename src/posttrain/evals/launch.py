@@ -22,7 +22,7 @@ from posttrain.errors import ConfigError, TaskError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
-from posttrain.evals.contexts import parse_contexts
+from posttrain.evals.contexts import check_domains, parse_contexts
 from posttrain.evals.domains import task_groups
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import load_prices
@@ -96,10 +96,12 @@ def build_conditions(req: EvalRequest, tasks: list[Task]) -> EvalConditions:
     digest = model_digest(ckpt) if ckpt else ""
     settings = {**PROTOCOL_DEFAULTS[protocol],
                 **{k: v for k, v in req.settings.items() if v is not None}}
+    contexts = parse_contexts(req.context)
+    check_domains(contexts, tasks)
     return EvalConditions(model=model, protocol=protocol, k=req.k, base_url=req.base_url,
                           tasks_digest=tasks_digest(tasks), task_ids=tuple(t.id for t in tasks),
                           model_digest=digest, task_groups=task_groups(tasks),
-                          context=parse_contexts(req.context), approval=tuple(req.approval_rules),
+                          context=contexts, approval=tuple(req.approval_rules),
                           **settings)
 
 
