@@ -39,10 +39,19 @@ def test_a_tiny_judge_rewards_an_rl_run(tmp_path):
         "rollout.filter_zero_variance=false"])
     summary = run_rl(cfg)
     rows = [json.loads(line) for line in (tmp_path / "judged" / "metrics.jsonl").open()]
-    assert all(r["judge_calls_per_s"] > 0 for r in rows if r.get("phase") == "rl")
+    rl = [r for r in rows if r.get("phase") == "rl"]
+    assert len(rl) == 2 and all(r["judge_calls_per_s"] > 0 for r in rl)
+    # each reward is the judge's digit over the scale (9): a step's rewards sum to ninths
+    for r in rl:
+        ninths = r["reward_mean"] * r["episodes"] * 9
+        assert ninths == pytest.approx(round(ninths), abs=1e-6), r["reward_mean"]
     judge = summary["judge"]
-    assert judge["judge_requests"] >= 1 and 0 <= judge["judge_cache_hit_rate"] <= 1
     assert set(summary["episode_statuses"]) == {"ok"}  # every reply judged, none a judge error
+    # every finished episode was judged once: asked of the judge, or answered from its cache
+    judged = summary["episode_statuses"]["ok"]
+    assert judged >= 12  # 2 steps of 2 groups of 3
+    assert judge["judge_requests"] == pytest.approx(judged * (1 - judge["judge_cache_hit_rate"]))
+    assert 0 < rl[0]["judge_requests"] < rl[-1]["judge_requests"] <= judge["judge_requests"]  # running totals
 
 
 @pytest.mark.parametrize("sets, message", [
