@@ -29,7 +29,10 @@ _SET = "Job condition (recorded; refused if changed within a job)."
 @eval_app.callback()
 def run_eval(
     ctx: typer.Context,
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Directory of Harbor task dirs."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Directory of Harbor task dirs "
+                                        "(a broken one is skipped with a warning)."),
+    manifest: Optional[str] = typer.Option(None, "--manifest", help="Validation manifest: run only the "
+                                           "tasks it marks ok (docs/validate.md)."),
     model: Optional[str] = typer.Option(None, "--model", help="Checkpoint dir, or the endpoint's model name."),
     k: int = typer.Option(5, "-k", min=1, help="Samples (trials) per task."),
     jobs: int = typer.Option(4, "--jobs", "-n", min=1, help="Trials run concurrently."),
@@ -91,7 +94,7 @@ def run_eval(
                     max_infra_retries=max_infra_retries, denominator=denominator)
     req = EvalRequest(tasks, model, k, jobs, base_url, api_key_env, job, jobs_dir, sandbox,
                       prices, settings=settings, protocol=protocol, served_model=served_model,
-                      context=list(context), otel_endpoint=otel_endpoint)
+                      context=list(context), otel_endpoint=otel_endpoint, manifest=manifest)
     console = Console()
     req.approver, req.approval_rules = open_approver(approve, approve_http, list(approve_rule),
                                                      approve_timeout, approve_token_env)

@@ -18,7 +18,7 @@ from typing import Callable
 
 from posttrain.agent.approval import ApprovalConfig, gate_for
 from posttrain.agent.checkpoint import EpisodeStore
-from posttrain.errors import ConfigError, TaskError
+from posttrain.errors import ConfigError
 from posttrain.evals.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
@@ -29,7 +29,8 @@ from posttrain.evals.pricing import load_prices
 from posttrain.evals.record import TrialRecord
 from posttrain.evals.runner import ToolExecutor, run_job
 from posttrain.evals.trials import TaskSandboxes
-from posttrain.tasks import Task, load_tasks
+from posttrain.evals.taskset import read_tasks
+from posttrain.tasks import Task
 
 
 @dataclass
@@ -49,20 +50,10 @@ class EvalRequest:
     protocol: str | None = None       # endpoints: "text" | "tools"; None: from --model (see above)
     served_model: str | None = None   # text over an endpoint: its model id (default: the dir's name)
     context: list[str] = field(default_factory=list)  # --context [DOMAIN=]SPEC (evals/contexts.py)
+    manifest: str | None = None       # a validation manifest: only its "ok" tasks run
     otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
     approval_rules: list[str] = field(default_factory=list)  # --approve: commands that wait for...
     approver: object = None           # ...this reviewer (agent/approval_terminal.py, approval_http.py)
-
-
-def read_tasks(tasks_dir: str) -> list[Task]:
-    p = Path(tasks_dir)
-    if p.is_dir() and not any(p.iterdir()):
-        raise TaskError(f"{p}: the task directory is empty")
-    tasks = load_tasks(p)
-    if single := [t.id for t in tasks if t.single_turn]:
-        raise TaskError(f"{p}: {len(single)} single-turn tasks (e.g. {single[0]}): `posttrain eval` "
-                        "runs sandbox episodes; score replies with rollout.single_turn.reply_score")
-    return tasks
 
 
 def checkpoint_dir(model: str) -> Path | None:
@@ -178,7 +169,7 @@ def drop_written_checkpoints(job: JobDir) -> None:
 def evaluate(req: EvalRequest, on_start: Callable[[Path, int, int], None] | None = None,
              on_trial: Callable[[TrialRecord], None] | None = None) -> tuple[Path, dict]:
     """Run (or resume) the job; returns its directory and summary."""
-    tasks = read_tasks(req.tasks_dir)
+    tasks = read_tasks(req.tasks_dir, req.manifest)
     c = build_conditions(req, tasks)
     prices = load_prices(req.prices)
     client = open_endpoint(req, c)  # an unreachable endpoint fails before the job dir exists
