@@ -175,3 +175,10 @@ def test_t_cdf_matches_numeric_integration():
     simpson = h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
     assert t_cdf(t, df) == pytest.approx(0.5 + simpson, abs=1e-10)
     assert betainc(2, 3, 0.4) == pytest.approx(0.5248, abs=1e-12)  # 1-(.6^4 + 4*.4*.6^3)
+
+
+def test_t_interval_of_a_bounded_score_stays_in_its_bounds():
+    scores = {"a": [0.1, 0.0], "b": [0.9, 1.0]}            # few tasks, wide spread: t_1 * SE > 0.5
+    assert stats.clustered_mean_ci(scores).ci_low < 0            # unbounded: mean +- t * SE as is
+    ci = stats.clustered_mean_ci(scores, bounds=(0.0, 1.0))
+    assert ci.method == "t" and (ci.ci_low, ci.ci_high) == (0.0, 1.0) and ci.mean == 0.5

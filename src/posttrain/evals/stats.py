@@ -126,13 +126,15 @@ def wilson_interval(p: float, n: float, confidence: float = 0.95) -> tuple[float
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def clustered_mean_ci(scores: Scores, confidence: float = 0.95) -> MeanCI:
+def clustered_mean_ci(scores: Scores, confidence: float = 0.95,
+                      bounds: tuple[float, float] | None = None) -> MeanCI:
     """Mean score with a task-clustered confidence interval.
 
     Binary scores: Wald (mean +- z*SE, clipped to [0, 1]) when there are enough tasks
     and passes/fails; otherwise Wilson on the effective sample size n_eff = p(1-p)/SE^2
     (the cluster design effect folded in; n_eff = T when p is 0 or 1).
-    Other scores: mean +- t_{T-1} * SE.
+    Other scores: mean +- t_{T-1} * SE, clipped to `bounds` (lo, hi) when the score is
+    bounded (a reward in [0, 1] has no plausible mean outside it).
     """
     scores = _nonempty(scores)
     t = len(scores)
@@ -149,7 +151,8 @@ def clustered_mean_ci(scores: Scores, confidence: float = 0.95) -> MeanCI:
         return MeanCI(m, max(0.0, m - z * se), min(1.0, m + z * se), se, t, k, "wald")
     q = t_ppf(0.5 + confidence / 2, t - 1) if t > 1 else math.inf
     half = q * se if se > 0 else (0.0 if t > 1 else math.inf)
-    return MeanCI(m, m - half, m + half, se, t, k, "t")
+    lo, hi = bounds or (-math.inf, math.inf)
+    return MeanCI(m, max(lo, m - half), min(hi, m + half), se, t, k, "t")
 
 
 def _effective_n(p: float, se: float, n_tasks: int, n_trials: int) -> float:

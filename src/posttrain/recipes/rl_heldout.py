@@ -8,6 +8,8 @@ from collections import defaultdict
 from posttrain.evals.stats import clustered_mean_ci, paired_compare
 from posttrain.schedule.sampler import GroupJob
 
+REWARD_BOUNDS = (0.0, 1.0)   # every single-turn reward (rollout.single_turn.REWARDS) is in [0, 1]
+
 
 def single_turn_scores(env, engine, seed: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """(rewards, strict scores) of each held-out prompt over its samples; strict is empty for a
@@ -27,7 +29,7 @@ def single_turn_eval(env, engine, seed: int) -> dict:
     """Mean reward with its task-clustered 95% CI; with strict scores also their mean, and each
     task's scores (what `paired_gain` pairs, kept so a resumed run can still pair them)."""
     rewards, strict = single_turn_scores(env, engine, seed)
-    ci = clustered_mean_ci(rewards)
+    ci = clustered_mean_ci(rewards, bounds=REWARD_BOUNDS)
     out = {"reward_mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
            "n_tasks": ci.n_tasks, "k": env.group_size, "temperature": env.temperature}
     if strict:
