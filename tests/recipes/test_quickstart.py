@@ -7,6 +7,8 @@ import sys
 import pytest
 
 from posttrain.errors import ConfigError
+from posttrain.evals.stats import zero_spread_interval
+from posttrain.evals.tdist import t_cdf, t_ppf
 from posttrain.recipes.config import load_config
 
 
@@ -33,7 +35,12 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert summary["paired_diff"] == pytest.approx(summary["eval_after"]["pass_at_1"]
                                                    - summary["eval_before"]["pass_at_1"])
     assert summary["paired_ci_low"] <= summary["paired_diff"] <= summary["paired_ci_high"]
-    assert 0 <= summary["paired_p"] <= 1 and summary["paired_n_tasks"] == 6
+    assert summary["paired_n_tasks"] == 6
+    assert_paired_p_follows_its_ci(summary)
+    for key in ("eval_before", "eval_after"):  # 6 tasks x 2 samples: pass@1 in twelfths, inside its CI
+        e = summary[key]
+        assert e["pass_at_1"] * 12 == pytest.approx(round(e["pass_at_1"] * 12), abs=1e-9)
+        assert e["ci_low"] <= e["pass_at_1"] <= e["ci_high"]
     assert summary["cpu"]["model"] and summary["cpu"]["model"] in (run / "report.html").read_text()
     assert "RL &minus; SFT" in (run / "report.html").read_text() and "RL - SFT" in r.stdout
     assert (run / "checkpoint" / "model.safetensors").is_file()
@@ -41,8 +48,12 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     assert "<img src=\"data:image/png;base64," in (run / "report.html").read_text()
     assert "<|assistant|>" in (run / "samples" / "rl-step-0000.txt").read_text()
+    for name in ("eval_before", "eval_after", "rl-step-0000", "rl-step-0001"):
+        assert "<|assistant|>" in (run / "samples" / f"{name}.txt").read_text(), name
     rows = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-    assert {r["phase"] for r in rows} == {"sft", "rl"}
+    # the quick preset's 20 SFT steps and 2 RL steps, one row each, in order
+    assert [(r["phase"], r["step"]) for r in rows] == [("sft", i) for i in range(20)] + [("rl", 0), ("rl", 1)]
+    assert all(r["infra_errors"] == 0 for r in rows if r["phase"] == "rl")
     # After each update the sampler must be on-policy again (no stale cached prefixes).
     assert all(r["mismatch_max_abs"] < 1e-4 for r in rows if r["phase"] == "rl")
     assert json.loads((run / "config.json").read_text())["rl"]["steps"] == 2
@@ -56,6 +67,29 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert rows[0] == rows[1]
     s2 = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert s2["eval_after"] == summary["eval_after"]
+
+
+def assert_paired_p_follows_its_ci(s: dict):
+    """The p-value is the paired t-test's whose 95% CI the summary reports: the CI's half-width is
+    t(0.975, n-1) * SE, and p = 2 * (1 - T(|diff| / SE)); without spread, the sign test's."""
+    n, diff, lo, hi = s["paired_n_tasks"], s["paired_diff"], s["paired_ci_low"], s["paired_ci_high"]
+    if (lo, hi) == pytest.approx(zero_spread_interval(diff, n), abs=1e-12):
+        assert s["paired_p"] == (1.0 if diff == 0 else min(1.0, 2 * 0.5**n))
+        return
+    assert diff - lo == pytest.approx(hi - diff)  # a t-interval is symmetric
+    se = (hi - lo) / 2 / t_ppf(0.975, n - 1)
+    assert s["paired_p"] == pytest.approx(2 * (1 - t_cdf(abs(diff) / se, n - 1)), abs=1e-9)
+
+
+def test_the_paired_p_check_catches_a_p_that_is_not_its_cis():
+    good = {"paired_n_tasks": 6, "paired_diff": 0.25, "paired_ci_low": 0.05, "paired_ci_high": 0.45}
+    se = 0.2 / t_ppf(0.975, 5)
+    assert_paired_p_follows_its_ci(good | {"paired_p": 2 * (1 - t_cdf(0.25 / se, 5))})
+    with pytest.raises(AssertionError):
+        assert_paired_p_follows_its_ci(good | {"paired_p": 0.5})
+    flat = {"paired_n_tasks": 6, "paired_diff": 0.5}
+    lo, hi = zero_spread_interval(0.5, 6)
+    assert_paired_p_follows_its_ci(flat | {"paired_ci_low": lo, "paired_ci_high": hi, "paired_p": 2 * 0.5**6})
 
 
 def test_existing_run_dir_is_not_overwritten_silently(tmp_path):
