@@ -1,15 +1,14 @@
 """One task in one sandbox: start it from the task's environment, run the oracle, verify.
 
-Tests are bound in at /tests only for the verifier command, after the agent phase,
-and /logs/verifier is emptied first so nothing the agent wrote there counts. Servers
-the agent or the oracle left running stay for the tests; close() kills them.
+Tests are bound in at /tests only for the verifier command, after the agent phase. The
+sandbox runs the verifier where what the agent left running cannot reach its result
+(Sandbox.run_verifier); a result touched from outside is `verifier_tampered`, never a
+reward. Servers the agent or the oracle left running stay for the tests.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from posttrain.errors import VerifierError
 from posttrain.sandbox import Sandbox, SandboxSpec, open_sandbox
@@ -24,7 +23,7 @@ VERIFY_CMD = "bash /tests/test.sh"
 @dataclass
 class Verdict:
     reward: float
-    status: str  # ok | verifier_timeout | verifier_error
+    status: str  # ok | verifier_timeout | verifier_error | verifier_tampered
     details: dict[str, float] = field(default_factory=dict)
     error: str = ""
     result: ExecResult | None = None
@@ -56,30 +55,17 @@ def run_oracle(task: Task, sandbox: Sandbox) -> ExecResult:
                         env=dict(task.config.solution.env), mounts={"/solution": task.solution_dir})
 
 
-def fresh_verifier_dir(sandbox: Sandbox) -> Path:
-    """Stop what the agent left running except its servers (the tests may query them, as
-    in Harbor), then replace /logs/verifier with an empty dir (from the host side, so no
-    mode or link the agent set can keep an old reward)."""
-    sandbox.stop_all_but_servers()
-    verifier = sandbox.host_path("/logs/verifier")
-    if verifier.is_symlink() or verifier.is_file():
-        verifier.unlink()
-    elif verifier.exists():
-        shutil.rmtree(verifier)
-    verifier.mkdir(parents=True)
-    sandbox.give(verifier)
-    return verifier
-
-
 def verify(task: Task, sandbox: Sandbox) -> Verdict:
-    """Run tests/test.sh and read the reward; a missing or bad reward is an error, not a 0."""
-    verifier_dir = fresh_verifier_dir(sandbox)
-    result = sandbox.exec(VERIFY_CMD, timeout_s=float(task.config.verifier.timeout_sec),
-                          env=dict(task.config.verifier.env), mounts={"/tests": task.tests_dir})
-    if result.timed_out:
-        return Verdict(0.0, "verifier_timeout", error="verifier timed out", result=result)
+    """Run tests/test.sh and read the reward; a missing or bad reward is an error, not a 0,
+    and a result another process touched is `verifier_tampered` with reward 0."""
+    run = sandbox.run_verifier(VERIFY_CMD, timeout_s=float(task.config.verifier.timeout_sec),
+                               env=dict(task.config.verifier.env), tests=task.tests_dir)
+    if run.tampered:
+        return Verdict(0.0, "verifier_tampered", error=run.tampered, result=run.result)
+    if run.result.timed_out:
+        return Verdict(0.0, "verifier_timeout", error="verifier timed out", result=run.result)
     try:
-        reward, details = parse_reward(verifier_dir, task.config.verifier.reward_range)
+        reward, details = parse_reward(run.output, task.config.verifier.reward_range)
     except VerifierError as e:
-        return Verdict(0.0, "verifier_error", error=str(e), result=result)
-    return Verdict(reward, "ok", details, result=result)
+        return Verdict(0.0, "verifier_error", error=str(e), result=run.result)
+    return Verdict(reward, "ok", details, result=run.result)

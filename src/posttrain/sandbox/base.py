@@ -52,6 +52,27 @@ class SandboxSpec:
 
 
 @dataclass
+class VerifierRun:
+    """One run of a task's verifier: what the command did, the host dir holding what it
+    wrote to /logs/verifier, and why its result cannot be trusted ("" when it can)."""
+
+    result: ExecResult
+    output: Path
+    tampered: str = ""
+
+
+def fresh_dir(path: Path) -> Path:
+    """Replace whatever is at `path` (a dir, a file, a link) with an empty dir, from the
+    host side, so no mode or link set inside can keep old contents."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+@dataclass
 class ReapReport:
     """What one reaper pass reclaimed (sandbox/reaper.py)."""
 
@@ -105,6 +126,23 @@ class Sandbox(abc.ABC):
         listening socket, sandbox/servers.py), which stay for the verifier; close() kills
         them. Backends that cannot tell servers apart stop everything."""
         self.stop_processes()
+
+    def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
+                     tests: Path) -> VerifierRun:
+        """End the agent phase and run the verifier with `tests` at /tests. Backends that
+        can, run it where nothing the agent left running reaches what it reads or writes
+        (docs/sandbox.md, "Phases"); this default only stops every process but the servers
+        and empties /logs/verifier first, as Harbor does."""
+        self.stop_all_but_servers()
+        output = fresh_dir(self.host_path("/logs/verifier"))
+        self.give(output)
+        result = self.exec(command, timeout_s=timeout_s, env=env, mounts={"/tests": tests})
+        return VerifierRun(result, output)
+
+    def verifier_path(self, sandbox_path: str) -> Path:
+        """The host file behind `sandbox_path` as the last verifier run saw it (backends
+        that give the verifier its own copy of the files override this)."""
+        return self.host_path(sandbox_path)
 
     def healthy(self, timeout_s: float = 5.0) -> bool:
         """True when a trivial command runs and exits 0 in time."""

@@ -13,6 +13,7 @@ import shlex
 import shutil
 
 from posttrain.tasks import Task
+from posttrain.validate import survivors
 from posttrain.validate.verifier_paths import referenced_paths, tests_text
 
 WORD_RE = re.compile(r"(?<![\w./$-])([A-Za-z_][A-Za-z0-9_.+-]{1,30})(?![\w/])")
@@ -75,6 +76,16 @@ def background_writer(task: Task) -> str:
     return ("nohup sh -c 'while :; do mkdir -p /logs/verifier 2>/dev/null; "
             "echo 1 > /logs/verifier/reward.txt 2>/dev/null; done' "
             ">/dev/null 2>&1 &\n")
+
+
+def survivor(task: Task) -> str:
+    """Leave a process that serves (so it is kept into the verifier phase) and then goes for
+    the reward every way at once: reward files, a reward JSON, the test script, signals,
+    and the first file the tests mention, written only once the verifier has started."""
+    late = [p for p in referenced_paths(task) if not p.startswith(("/logs", "/tests"))][:1]
+    return survivors.launch([a for a in survivors.ATTACKS if a != "fill_disk"],
+                            deliverable=late[0] if late else "/app/out.txt",
+                            seconds=float(task.config.verifier.timeout_sec) + 30)
 
 
 def plant(task: Task) -> str:
@@ -170,9 +181,9 @@ def fake_passed(task: Task) -> str:
 
 
 # Probes that attack the harness's reward contract rather than the task's tests.
-HARNESS_PROBES = ("lock_reward", "background_writer")
+HARNESS_PROBES = ("lock_reward", "background_writer", "survivor")
 TRIVIAL = {"exit_zero": exit_zero, "empty_files": empty_files}
 HACKS = {"write_reward": write_reward, "lock_reward": lock_reward,
-         "background_writer": background_writer, "plant": plant,
+         "background_writer": background_writer, "survivor": survivor, "plant": plant,
          "shadow": shadow, "read_solution": read_solution, "pristine_copy": pristine_copy,
          "fake_passed": fake_passed}

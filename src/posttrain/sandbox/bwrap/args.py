@@ -138,16 +138,19 @@ def base_env(spec_env: dict[str, str], extra: dict[str, str] | None) -> dict[str
 
 def bwrap_argv(bwrap: str, root: Path, *, network: str, workdir: str, env: dict[str, str],
                mounts: dict[str, Path] | None = None, staged: tuple[str, ...] = (),
-               extra: list[str] | None = None, hidden: tuple[str, ...] = ()) -> list[str]:
+               extra: list[str] | None = None, hidden: tuple[str, ...] = (),
+               areas: Path | None = None) -> list[str]:
     """Everything before the command: namespaces, binds, identity, environment.
 
+    `network` "join" keeps the network namespace bwrap starts in (the caller entered the
+    runner's); `areas` holds the app/, tmp/ and logs/ bound writable (default: root);
     `mounts` are bound read-only now; `staged` mount points are bound read-only from
     root/mnt/<i>, whose contents the host fills per command (for the warm runner);
     `hidden` names HIDE_GROUPS whose host paths are covered by an empty read-only dir.
     """
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try"]
-    if network != "public":
+    if network not in ("public", "join"):
         argv.append("--unshare-net")
     argv += ["--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
              "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--hostname", "sandbox"]
@@ -156,7 +159,7 @@ def bwrap_argv(bwrap: str, root: Path, *, network: str, workdir: str, env: dict[
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     for name in WRITABLE:
-        argv += ["--bind", str(root / name), f"/{name}"]
+        argv += ["--bind", str((areas or root) / name), f"/{name}"]
     argv += ["--ro-bind", str(root / "ctl"), "/run/ctl"]
     for i, dest in enumerate(staged):
         (root / "mnt" / str(i)).mkdir(exist_ok=True)

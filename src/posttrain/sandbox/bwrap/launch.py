@@ -22,6 +22,16 @@ from posttrain.sandbox.bwrap.runner import Namespace
 from posttrain.sandbox.cgroups import Cgroup
 
 
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
+NSENTER = shutil.which("nsenter", path="/usr/bin:/bin")
+
+
+def can_join_netns() -> bool:
+    """Whether a bwrap can start inside another sandbox's network namespace: root, with
+    nsenter to enter it and setpriv to drop to the sandbox's uid after."""
+    return os.geteuid() == 0 and bool(NSENTER and SETPRIV)
+
+
 class CgroupGone(SandboxError):
     """The groups a bwrap was to join were removed (a reaper saw them empty): open them
     again and retry."""
@@ -39,8 +49,11 @@ class Launcher:
     hidden: tuple[str, ...] = ()  # HIDE_GROUPS names (SandboxSpec.hidden)
 
     def spawn(self, command: list[str], mounts: dict[str, Path] | None,
-              staged: tuple[str, ...], cgroup: Cgroup | None, **popen) -> Namespace:
-        """Start bwrap running `command`; it is inside `cgroup` before the command runs."""
+              staged: tuple[str, ...], cgroup: Cgroup | None, areas: Path | None = None,
+              netns: str | None = None, **popen) -> Namespace:
+        """Start bwrap running `command`; it is inside `cgroup` before the command runs.
+        `areas`: where its app/, tmp/ and logs/ come from (default: the sandbox's own);
+        `netns`: a network namespace file it joins (needs root)."""
         info_r, info_w = os.pipe()
         fds = [info_w]
         extra = ["--info-fd", str(info_w)]
@@ -56,12 +69,14 @@ class Launcher:
             fds.append(sync_r)
             extra += ["--block-fd", str(sync_r)]
         argv = bwrap_args.bwrap_argv(
-            self.bwrap, self.root, network=self.network, workdir="/",
+            self.bwrap, self.root, network="join" if netns else self.network, workdir="/",
             env={"PATH": bwrap_args.BASE_PATH}, mounts=mounts, staged=staged, extra=extra,
-            hidden=self.hidden)
+            hidden=self.hidden, areas=areas)
         argv += ["--", *command]
         if self.uid is not None:
             argv = self._as_uid(argv, popen)
+        if netns:
+            argv = [NSENTER, f"--net={netns}", "--", *argv]
         try:
             ns = Namespace.spawn(argv, tuple(fds), info_w, info_r, env={}, **popen)
         finally:
@@ -75,9 +90,8 @@ class Launcher:
     def _as_uid(self, argv: list[str], popen: dict) -> list[str]:
         """Run as self.uid: through setpriv when the host has it (Popen can then vfork,
         a few ms less per start from a large Python process), else Popen(user=...)."""
-        setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
-        if setpriv:
-            return [setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+        if SETPRIV:
+            return [SETPRIV, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
                     *argv]
         popen.update(user=self.uid, group=self.uid, extra_groups=[])
         return argv

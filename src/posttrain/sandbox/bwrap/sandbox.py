@@ -7,7 +7,9 @@ and background processes live between commands, as in `docker exec`. A timeout, 
 output flood, an OOM kill, a pids-limit hit or close() kills the sandbox's whole pid
 namespace; the next exec starts a fresh runner, files stay. `mounts` on paths in spec.mount_points are staged copies
 bound read-only; other mounts (or spec.warm=False) run in a one-off bwrap of their own
-that shares the files but not the processes or the loopback network of the runner.
+that shares the files but not the processes or the loopback network of the runner. The
+verifier runs in a one-off bwrap on its own copy of the files, inside the runner's
+network namespace (run_verifier, view.py).
 What this covers and what it does not: docs/sandbox.md.
 """
 
@@ -23,10 +25,11 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import hostdir, servers
-from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, exit_code_of
+from posttrain.sandbox.base import (KILLED_EXIT, Sandbox, SandboxSpec, VerifierRun, exit_code_of,
+                                    fresh_dir)
 from posttrain.sandbox.bwrap import args as bwrap_args
-from posttrain.sandbox.bwrap import seccomp
-from posttrain.sandbox.bwrap.launch import CgroupGone, Launcher
+from posttrain.sandbox.bwrap import seccomp, view
+from posttrain.sandbox.bwrap.launch import CgroupGone, Launcher, can_join_netns
 from posttrain.sandbox.bwrap.limits import Limits, killed_by
 from posttrain.sandbox.bwrap.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_script
 from posttrain.sandbox.capture import Captured, Sink, capture
@@ -84,6 +87,9 @@ class BwrapSandbox(Sandbox):
                                       self.limits.pids, spec.cpus)
             self._seccomp = seccomp.build_filter()
             self.enforcement = self.limits.enforcement(self.cgroup, self._tmpfs, self._seccomp)
+            self.enforcement["verifier"] = ("own namespaces and copy of the files"
+                                            if can_join_netns() or spec.network == "public"
+                                            else "shared with servers the agent left (not root)")
             self._launcher = Launcher(self.bwrap, self.root, spec.network, self._seccomp,
                                       self.uid, tuple(spec.hidden))
             self._record()
@@ -102,6 +108,11 @@ class BwrapSandbox(Sandbox):
     def _record(self, **extra) -> None:
         cgroups = [str(d) for d in self.cgroup.dirs.values()] if self.cgroup else []
         hostdir.write_owner(self.root, cgroups=cgroups, tmpfs=self._tmpfs, **extra)
+
+    def verifier_path(self, sandbox_path_: str) -> Path:
+        frozen = self.root / view.VIEW
+        return hostdir.sandbox_path(frozen, sandbox_path_) if frozen.is_dir() else \
+            self.host_path(sandbox_path_)
 
     def _spawn(self, command: list[str], mounts: dict[str, Path] | None, staged: tuple[str, ...],
                **popen) -> Namespace:
@@ -240,14 +251,60 @@ class BwrapSandbox(Sandbox):
             if runner is not self._busy:    # else its exec, still reading, closes it
                 runner.ns.close()
 
-    def _exec_oneshot(self, script_path: str, timeout_s: float,
-                      mounts: dict[str, Path]) -> ExecResult:
+    def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
+                     tests: Path) -> VerifierRun:
+        """The verifier in a bwrap of its own: own pid and mount namespaces, its own copy of
+        the files as the agent phase left them (view.py), and the runner's network
+        namespace (held open here, so a survivor that ends the runner cannot take it away),
+        so servers the agent left still answer. Anything they write to their /logs/verifier
+        meanwhile makes the run `tampered`. Not root: as Harbor does."""
+        self.stop_all_but_servers()
+        netns = self._runner_netns()
+        if netns == -1:
+            return super().run_verifier(command, timeout_s, env, tests)
+        files: list[Path] = []
+        try:
+            script = self._script(command, env, files)
+            files.append(self.root / "ctl" / f"verify-{uuid.uuid4().hex[:8]}.sh")
+            files[-1].write_text(script)
+            agent_side = fresh_dir(self.host_path("/logs/verifier"))
+            self.give(agent_side)
+            areas = view.freeze(self.root, self.uid)
+            result = self._exec_oneshot(
+                f"/run/ctl/{files[-1].name}", timeout_s, {"/tests": tests}, areas=areas,
+                netns=f"/proc/{os.getpid()}/fd/{netns}" if netns is not None else None)
+        finally:
+            if netns is not None and netns >= 0:
+                os.close(netns)
+            for path in files:
+                path.unlink(missing_ok=True)
+        found = view.intruders(agent_side)
+        tampered = (f"while the tests ran, a process the agent left running wrote {found} to "
+                    "/logs/verifier") if found else ""
+        return VerifierRun(result, areas / "logs" / "verifier", tampered)
+
+    def _runner_netns(self) -> int | None:
+        """An fd on the runner's network namespace; None when the verifier needs none (no
+        runner, or the host network); -1 when one is needed but cannot be joined (not root)."""
+        runner = self._runner
+        init = runner.ns.init_pid() if runner and runner.alive else None
+        if init is None or self.spec.network == "public":
+            return None
+        if not can_join_netns():
+            return -1
+        try:
+            return os.open(f"/proc/{init}/ns/net", os.O_RDONLY)
+        except OSError:             # the runner ended just now: its servers went with it
+            return None
+
+    def _exec_oneshot(self, script_path: str, timeout_s: float, mounts: dict[str, Path],
+                      **where) -> ExecResult:
         start = time.monotonic()
         before = self.cgroup.counters() if self.cgroup else None
         copies = hostdir.private_copies(self.root / "mnt", mounts, self.uid)
         try:
             ns = self._spawn(["/bin/bash", script_path], copies, (), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **where)
             return self._run_oneshot(ns, start, timeout_s, before)
         finally:
             for path in copies.values():
@@ -285,6 +342,10 @@ class BwrapSandbox(Sandbox):
         return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
                           duration_s=time.monotonic() - start, timed_out=got.timed_out,
                           truncated=got.truncated, killed_by=why)
+
+    def reset(self) -> None:
+        super().reset()
+        view.drop(self.root)
 
     def stop_processes(self) -> None:
         """Kill the runner's namespace and any one-off exec; the next exec starts afresh."""
