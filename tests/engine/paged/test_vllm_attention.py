@@ -142,7 +142,7 @@ def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int, confi
 
 def assert_as_promised(model, differ: int, n_prompts: int, promise: tuple[bool, str]):
     """Where the engine promises prefix invariance, no reply differs. Where it does not (AMX), it
-    says why and names the fix, at most 10 of 100 replies differ (docs/engine.md: 5-6 on SmolLM2),
+    says why and names the fix, at most 10 of 100 replies differ (docs/engine-kernels.md: 5-6 on SmolLM2),
     and the fix it names, a batch-invariant fp32 engine, has none differ on the same model."""
     promised, why = promise
     if promised:

