@@ -10,9 +10,13 @@ with AMX oneDNN's tile GEMMs do many times the work per cycle of `vdpbf16ps` (is
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import asdict, dataclass
 
 from posttrain.kernels.gemv import ALL_ROWS, DECODE_ROWS, NEEDS
+
+log = logging.getLogger(__name__)
 
 AMX_FLAGS = ("amx_tile", "amx_bf16")
 GEMMS = ("mkl", "onednn", "vllm", "f_linear")  # kernels/packed.py's GEMM classes
@@ -77,6 +81,13 @@ class KernelPlan:
         held = "holds" if self.greedy_prefix_invariant else "does not hold"
         return (f"kernel plan ({self.cpu}, {self.dtype}, weights {self.weights}): linears {linear}; "
                 f"attention {self.attention}; norm {self.norm}; greedy prefix invariance {held}: {self.reason}")
+
+
+@functools.cache
+def say(line: str) -> None:
+    """Print a plan's line once per process (at WARNING, as kernels/gemv.py says which kernels run,
+    so that it shows without logging set up)."""
+    log.warning("%s", line)
 
 
 def cpu_class(flags: frozenset[str]) -> str:

@@ -9,12 +9,15 @@ from posttrain.engine.paged.local import LocalEngine
 from posttrain.kernels import gemv
 from posttrain.kernels.gemv_linear import GemvLinear
 from posttrain.kernels.packed import GEMM_CLASSES
+from posttrain.kernels import plan as kernel_plans
 from posttrain.kernels.plan import kernel_plan
 
 
-def test_an_engine_runs_the_plan_it_states_and_logs_it_once(model, caplog):
-    with caplog.at_level(logging.INFO, logger="posttrain.engine.paged.engine"):
+def test_an_engine_runs_the_plan_it_states_and_prints_it_once(model, caplog):
+    kernel_plans.say.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="posttrain.kernels.plan"):
         engine = LocalEngine(model, config=EngineConfig(dtype="float32"))
+        LocalEngine(model, config=EngineConfig(dtype="float32"))  # the same plan again: not printed again
     plan = engine.plan
     assert plan == kernel_plan("float32", gemv.cpu_flags(), engine.options)
     assert [r.getMessage() for r in caplog.records].count(plan.line()) == 1

@@ -10,7 +10,6 @@ routing cache, engine/paged/routing.py, read when a sequence finishes), for the 
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -40,10 +39,8 @@ from posttrain.engine.paged.speculative import propose_ngram, verify_draft
 from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention, attention_backend
 from posttrain.kernels import gemv
 from posttrain.kernels.packed import can_pack, fastest_fp32_kernel, rows_invariant
-from posttrain.kernels.plan import KernelPlan, PlanOptions, kernel_plan
+from posttrain.kernels.plan import KernelPlan, PlanOptions, kernel_plan, say
 from posttrain.types import Completion
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,7 +71,7 @@ class PagedEngine(Engine):
         # the kernels, chosen once from the CPU's flags (kernels/plan.py); the probes run here, not in it
         self.options = self._plan_options()
         self.plan, self.attention_backend = self._plan_for(self.model)
-        log.info("%s", self.plan.line())
+        say(self.plan.line())
         self.runner = ModelRunner(self.model, linear_maker(self.plan), self.plan.attention, self.attention_backend[1])
         # the plan's choices as callers read them; greedy_prefix_invariant: (bool, why)
         self.packed, self.fp32_kernel = self.options.packed, self.options.fp32_gemm
