@@ -28,7 +28,7 @@ class RLLoopConfig(StrictModel):
     # rewarded long failing episodes (they spread their penalty thinner) and the agent
     # stopped submitting.
     # The documented result was measured without the last-layer trim; this recipe's outcome
-    # moves with float rounding (BENCHMARKS.md, Quickstart: run N), so it keeps those numerics.
+    # moves with float rounding (bench/history/quickstart.md, run N), so it keeps those numerics.
     algo: RLConfig = RLConfig(loss="dr_grpo", trim_last_layer=False)
     samples_per_step: int = Field(2, ge=0)   # transcripts written to samples/ each step
 
