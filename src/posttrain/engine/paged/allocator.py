@@ -6,7 +6,8 @@ trim threshold, so the next step's tensor comes back as fresh pages, and the ker
 each 4 KB page on first touch: ~17 ms of a 190 ms bf16 step went to page faults
 (bench/history/engine.md, issue 21). Raising the trim threshold and pinning the mmap threshold
 at glibc's maximum (32 MB; larger blocks are still mapped and unmapped) keeps those pages;
-memory freed stays reusable by the process, as with jemalloc or tcmalloc. Other C libraries are left alone.
+memory freed stays reusable by the process, as with jemalloc or tcmalloc. Other C libraries
+are left alone.
 """
 
 from __future__ import annotations
