@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-# ci_skips: under CI=true a skip fails unless its ALLOWED list names it; pytester: its tests.
-pytest_plugins = ("ci_skips", "pytester")
+# ci_skips: under CI=true a skip fails unless its ALLOWED list names it; needs: tests that need
+# an extra or a set-up step the bare install lacks are deselected there; pytester: their tests.
+pytest_plugins = ("ci_skips", "needs", "pytester")
 
 
 @pytest.fixture(autouse=True)

@@ -42,7 +42,7 @@ def test_framer_for_picks_chatframer_for_the_embedded_tokenizer():
 SMOL = Path.home() / ".cache" / "posttrain" / "models" / "smollm2-135m-instruct"
 
 
-@pytest.mark.skipif(not (SMOL / "tokenizer_config.json").is_file(), reason="SmolLM2 not imported")
+@pytest.mark.needs("smollm2")   # tests/needs.py
 def test_smollm2_template():
     from transformers import AutoTokenizer
 

@@ -20,6 +20,8 @@ from posttrain.tasks import suites
 sys.path.insert(0, str(Path(__file__).parents[1] / "evals"))
 from test_framing import chatml_tokenizer  # noqa: E402
 
+pytestmark = pytest.mark.needs("instruct")   # the suite's checker (tests/needs.py)
+
 
 @pytest.fixture(scope="module")
 def splits(tmp_path_factory):
@@ -107,6 +109,7 @@ def test_a_short_run_reports_paired_held_out_scores_and_writes_an_hf_policy(tmp_
                 "heldout_strict_after", "paired_diff", "paired_ci_low", "paired_ci_high", "paired_p",
                 "paired_strict_diff", "wall_s", "cpu", "policy"):
         assert key in s, key
+    assert s["kernel_plan"]["dtype"] == s["engine"]["dtype"] and s["kernel_plan"]["linear"]  # kernels/plan.py
     assert s["heldout_partial_before"] == s["eval_before"]["reward_mean"]
     assert s["paired_ci_low"] <= s["paired_diff"] <= s["paired_ci_high"] and s["paired_n_tasks"] == 4
     assert s["eval_before"]["temperature"] == 0.0 and s["eval_before"]["n_tasks"] == 4

@@ -14,14 +14,14 @@ import statistics
 import time
 
 import pytest
-from tests_ray import require_ray  # noqa: E402
+from tests_ray import optional_ray  # noqa: E402
 
-ray = require_ray()
+ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from posttrain.recipes.rl import run_rl  # noqa: E402
 from posttrain.recipes.rl_config import load_rl_config  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 CYCLES = int(os.environ.get("POSTTRAIN_DRIVER_KILLS", "20"))  # fewer for a quick look on a busy machine
 STEPS = 40
 SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0", "tasks.max_tokens=4",

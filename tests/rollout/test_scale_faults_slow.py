@@ -10,16 +10,16 @@ import random
 import threading
 
 import pytest
-from tests_ray import local_cluster, require_ray, timing  # noqa: E402
+from tests_ray import local_cluster, optional_ray, timing  # noqa: E402
 
-ray = require_ray()
+ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from posttrain.cluster.config import ClusterConfig  # noqa: E402
 from posttrain.recipes.rl import run_rl  # noqa: E402
 from posttrain.recipes.rl_config import load_rl_config  # noqa: E402
 from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 KILLS_PER_KIND = 10
 STEPS = 150  # long enough for every kill (a replacement takes seconds to start)
 CLUSTER = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.5, engine_replicas=2, engine_cpus=0.5,

@@ -5,15 +5,16 @@ import copy
 
 import pytest
 
-from tests_ray import local_cluster, require_ray  # noqa: E402
+from tests_ray import local_cluster, optional_ray  # noqa: E402
 
-ray = require_ray()
+ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from posttrain.schedule.sampler import GroupJob  # noqa: E402
 from posttrain.train.ranks import RankedTrainer  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow  # a Ray start and two rank actors: ~30-50 s on 2 busy cores
+# a Ray start and two rank actors: ~30-50 s on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 STEPS, TOL = 20, 1e-5  # float32 sums in another order: observed differences are ~1e-7
 OPTIM = OptimConfig(lr=1e-2, micro_batch=4)
 ALGO = RLConfig(tis="token", packed=False)

@@ -4,9 +4,9 @@ current weights (and any sandbox actor that was on the lost node too), and the s
 ends with exactly the local executor's metrics."""
 
 import pytest
-from tests_ray import require_ray  # noqa: E402
+from tests_ray import optional_ray  # noqa: E402
 
-ray = require_ray()
+ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -17,7 +17,7 @@ from posttrain.rollout.pipeline import Pipeline  # noqa: E402
 from posttrain.schedule.sampler import TaskSampler  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 NODE = dict(num_cpus=1, resources={"fake_gpu": 1}, object_store_memory=80 * 2**20)
 
 

@@ -6,9 +6,9 @@ wave runs again, and resources that can never be granted fail at start."""
 import json
 
 import pytest
-from tests_ray import local_cluster, require_ray, timing  # noqa: E402
+from tests_ray import local_cluster, optional_ray, timing  # noqa: E402
 
-ray = require_ray()
+ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from posttrain.cluster.config import ClusterConfig  # noqa: E402
 from posttrain.errors import PosttrainError  # noqa: E402
@@ -19,7 +19,8 @@ from posttrain.rollout.pipeline import Pipeline  # noqa: E402
 from posttrain.schedule.sampler import TaskSampler  # noqa: E402
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow  # a Ray start and actor starts: about a minute on 2 busy cores
+# a Ray start and actor starts: about a minute on 2 busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 CLUSTER = ClusterConfig(executor="ray", sandbox_actors=2, sandbox_cpus=0.5, engine_replicas=2, engine_cpus=0.5,
                         engine_resources={"fake_gpu": 1}, start_timeout_s=30, heartbeat_s=0.5)
 

@@ -9,7 +9,6 @@ import torch
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.local import LocalEngine
-from posttrain.kernels import vllm_cpu
 from posttrain.models.rope import with_rope_scaling
 from posttrain.models.tiny import build_tiny_model
 from posttrain.train.logprobs import token_logprobs
@@ -22,7 +21,7 @@ SHARED = torch.randint(10, 290, (70,), generator=G).tolist()    # 70 tokens: pas
 PROMPTS = [SHARED, SHARED[:45] + [7, 8, 9], SHARED[:20]]
 
 TOL = 1e-4  # |engine - HF| logprob, as the other engine-vs-HF tests
-needs_kernels = pytest.mark.skipif(not vllm_cpu.find().ok, reason=f"vLLM-CPU kernels: {vllm_cpu.find().reason}")
+needs_kernels = pytest.mark.needs("vllm")   # tests/needs.py
 
 
 def _scaled(kind: str):

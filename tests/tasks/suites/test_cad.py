@@ -6,19 +6,12 @@ import json
 
 import pytest
 
-try:
-    import manifold3d  # noqa: F401
-    import trimesh  # noqa: F401
-except ImportError:   # CI installs the extra: a failure there (tests/ci_skips.py)
-    pytest.skip("the cad extra is not installed: pip install -e '.[cad]'", allow_module_level=True)
+from weakened import raised_by, validate_one, weaken
 
-from weakened import raised_by, validate_one, weaken  # noqa: E402
+from posttrain.tasks.suites import generate
+from posttrain.tasks.suites.cad import meshscore, probes
 
-from posttrain.tasks.suites import generate  # noqa: E402
-from posttrain.tasks.suites.cad import (
-    meshscore,  # noqa: E402
-    probes,  # noqa: E402
-)
+pytestmark = pytest.mark.needs("cad")   # tests/needs.py
 
 
 @pytest.fixture(scope="module")

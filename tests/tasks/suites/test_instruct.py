@@ -10,23 +10,24 @@ import sys
 
 import pytest
 
-try:
-    import if_verifiable  # noqa: F401
-except ImportError:   # CI installs the extra: a failure there (tests/ci_skips.py)
-    pytest.skip("the instruct extra is not installed: pip install -e '.[instruct]'", allow_module_level=True)
+from posttrain.errors import PosttrainError
+from posttrain.rollout.single_turn import REWARDS, reply_score, task_prompts
+from posttrain.tasks import load_tasks
+from posttrain.tasks.suites import generate, score_reply
+from posttrain.validate.config import ValidateConfig
+from posttrain.validate.runner import validate_task
+from posttrain.validate.state import CheckStore
 
-from posttrain.errors import PosttrainError  # noqa: E402
-from posttrain.rollout.single_turn import REWARDS, reply_score, task_prompts  # noqa: E402
-from posttrain.tasks import load_tasks  # noqa: E402
-from posttrain.tasks.suites import generate, score_reply  # noqa: E402
-from posttrain.tasks.suites.instruct.families import FAMILIES  # noqa: E402
-from posttrain.tasks.suites.instruct.probes import named_words  # noqa: E402
-from posttrain.tasks.suites.instruct.requests import HELDOUT, plain_reply, requests  # noqa: E402
-from posttrain.tasks.suites.instruct.score import score  # noqa: E402
-from posttrain.tasks.suites.instruct.suite import oracle_reply  # noqa: E402
-from posttrain.validate.config import ValidateConfig  # noqa: E402
-from posttrain.validate.runner import validate_task  # noqa: E402
-from posttrain.validate.state import CheckStore  # noqa: E402
+try:   # the instruct extra (if-verifiable, langdetect); without it: deselected, tests/needs.py
+    from posttrain.tasks.suites.instruct.families import FAMILIES
+    from posttrain.tasks.suites.instruct.probes import named_words
+    from posttrain.tasks.suites.instruct.requests import HELDOUT, plain_reply, requests
+    from posttrain.tasks.suites.instruct.score import score
+    from posttrain.tasks.suites.instruct.suite import oracle_reply
+except ImportError:
+    FAMILIES = {}
+
+pytestmark = pytest.mark.needs("instruct")   # tests/needs.py
 
 
 @pytest.fixture(scope="module")
