@@ -7,7 +7,8 @@ from typing import Literal
 
 KilledBy = Literal["none", "timeout", "memory", "pids", "output"]
 EpisodeStatus = Literal[
-    "ok", "agent_timeout", "verifier_timeout", "verifier_error", "infra_error", "context_overflow"
+    "ok", "agent_timeout", "verifier_timeout", "verifier_error", "verifier_tampered",
+    "infra_error", "context_overflow"
 ]
 
 

@@ -7,8 +7,8 @@ verifier after a timeout too), and then it scores 1 with status agent_timeout.
 
 from __future__ import annotations
 
-STATUSES = ("passed", "failed", "agent_timeout", "verifier_timeout", "context_overflow",
-            "infra_error", "model_error")
+STATUSES = ("passed", "failed", "agent_timeout", "verifier_timeout", "verifier_tampered",
+            "context_overflow", "infra_error", "model_error")
 
 # Statuses that say nothing about the model: the harness or the task's environment broke.
 INFRA = ("infra_error",)
@@ -22,6 +22,8 @@ _FROM_EPISODE = {
     "context_overflow": "context_overflow",
     "infra_error": "infra_error",
     "verifier_error": "infra_error",  # a missing reward is the task's fault, never a zero
+    # A process the agent left wrote the verifier's result: the agent's doing, scored 0.
+    "verifier_tampered": "verifier_tampered",
     "model_error": "model_error",
 }
 

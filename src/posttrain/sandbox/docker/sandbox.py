@@ -12,7 +12,8 @@ only for the command that asks. The image's own /app is copied into the host dir
 A timeout, an output flood or stop_processes() freezes the container and kills every
 process but its init from the host (a cancelled `docker exec` client leaves its
 process running); when the cgroup is not visible the container is killed and started.
-Before the verifier, stop_all_but_servers() keeps what serves (sandbox/servers.py).
+Before the verifier, stop_all_but_servers() keeps what serves (sandbox/servers.py); the
+verifier then runs as a uid those servers are not (verifier.py).
 
 A task with environment/docker-compose.yaml also gets its sidecars (compose.py):
 they start first, on the project's internal network, which this container then joins.
@@ -31,12 +32,13 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import hostdir, servers
-from posttrain.sandbox.base import Sandbox, SandboxSpec
+from posttrain.sandbox.base import Sandbox, SandboxSpec, VerifierRun
 from posttrain.sandbox.capture import capture
 from posttrain.sandbox.docker import build as docker_build
 from posttrain.sandbox.docker import cli as engine
 from posttrain.sandbox.docker import compose as docker_compose
 from posttrain.sandbox.docker import layer
+from posttrain.sandbox.docker import verifier as verifier_phase
 from posttrain.sandbox.docker.cgroup import ContainerCgroup
 from posttrain.sandbox.docker.compose_policy import Limits
 from posttrain.types import ExecResult
@@ -141,8 +143,11 @@ class DockerSandbox(Sandbox):
             return "0:0"
         return f"{self.uid}:{self.uid}" if self.uid else "1000:1000"
 
-    def _staged(self, point: str) -> Path:
+    def staged_path(self, point: str) -> Path:
+        """The host dir staged at mount point `point` (filled per command)."""
         return self.root / "mnt" / point.strip("/").replace("/", "_")
+
+    _staged = staged_path
 
     def _seed_app(self) -> None:
         """Copy the image's /app into the host dir that hides it (a bind mount)."""
@@ -234,15 +239,25 @@ class DockerSandbox(Sandbox):
                                    f"not {dest}")
             hostdir.stage_mount(self._staged(dest), Path(src), self.uid)
         try:
-            user = self._user("/tests" in (mounts or {}))
-            result = self._exec(command, timeout_s, env, user)
-            if result.exit_code != 0 and not self._running():
-                self._restart()                    # a root agent killed its init
-                result = self._exec(command, timeout_s, env, user)
-            return result
+            return self.run_as(command, timeout_s, env, self._user("/tests" in (mounts or {})))
         finally:
             for dest in mounts or {}:
                 hostdir.clear_dir(self._staged(dest))
+
+    def run_as(self, command: str, timeout_s: float, env: dict[str, str] | None,
+               user: str) -> ExecResult:
+        """One command as `user` ("uid:gid"), the container started if need be."""
+        if not self._started:
+            self._start()
+        result = self._exec(command, timeout_s, env, user)
+        if result.exit_code != 0 and not self._running():
+            self._restart()                    # a root agent killed its init
+            result = self._exec(command, timeout_s, env, user)
+        return result
+
+    def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
+                     tests: Path) -> VerifierRun:
+        return verifier_phase.run(self, command, timeout_s, env, tests)
 
     def _exec(self, command: str, timeout_s: float, env: dict[str, str] | None,
               user: str) -> ExecResult:
