@@ -44,7 +44,7 @@ def test_unreachable_endpoint(tmp_path, task_dir):
     (["--model", "m", "--base-url", "http://x/v1", "--protocol", "morse"], "--protocol must be text or tools"),
     (["--model", "m", "--protocol", "tools"], "--protocol tools needs --base-url"),
     (["--model", "m", "--base-url", "http://x/v1", "--protocol", "text"], "takes its tokenizer from it"),
-    (["--model", "m", "--base-url", "http://x/v1", "--context", "bogus"], "kind: Input should be 'keep_all'"),
+    (["--model", "m", "--base-url", "http://x/v1", "--context", "bogus"], "knob kind: Input should be 'keep_all'"),
     (["--model", "m", "--base-url", "http://x/v1", "--context", "foo=keep_all"], "no task has domain 'foo'"),
 ])
 def test_bad_flags(tmp_path, task_dir, args, needle):

@@ -72,3 +72,41 @@ def test_a_task_dir_without_valid_tasks_is_a_clear_error(tmp_path):
                                 f'tasks.path="{tmp_path / "tasks"}"', 'policy.init="x"'])
     with pytest.raises(PosttrainError, match="no valid tasks"):
         run_rl(cfg)
+
+
+def _rl(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "posttrain.cli", "rl", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_a_bare_rl_prints_its_usage_and_exits_2(tmp_path):
+    r = _rl(cwd=tmp_path)
+    assert r.returncode == 2 and "Usage:" in r.stdout and "--default" in r.stderr, r.stderr
+    assert not (tmp_path / "runs").exists()                 # nothing started
+
+
+def test_runs_dir_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    r = _rl("--set", f"runs_dir={str(tmp_path / 'afile')!r}", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "is a file" in r.stderr
+
+
+def test_a_model_level_error_names_no_empty_key():
+    with pytest.raises(ConfigError) as e:
+        load_rl_config(None, ["agent.approval.on=true"])
+    assert str(e.value).startswith("agent.approval.on = true: rl runs unattended") and "config key :" not in str(e.value)
+
+
+def test_a_union_typed_key_is_named_without_the_member_type():
+    from pydantic import StrictFloat, StrictInt
+
+    from posttrain.config_base import StrictModel
+    from posttrain.recipes.config_io import load_model
+
+    class Timeouts(StrictModel):
+        agent_s: StrictFloat | StrictInt = 1.0
+
+    with pytest.raises(ConfigError) as e:
+        load_model(Timeouts, None, ['agent_s="slow"'])
+    assert str(e.value).startswith("config key agent_s: ") and ".float" not in str(e.value), str(e.value)

@@ -9,8 +9,10 @@ from rich.console import Console
 
 
 def rl(
-    config: Optional[str] = typer.Argument(None, help="TOML config; every key has a default."),
+    ctx: typer.Context,
+    config: Optional[str] = typer.Argument(None, help="TOML config, e.g. examples/rl.toml; every key has a default."),
     set_: list[str] = typer.Option([], "--set", help="Override a key, e.g. --set rollout.steps=5."),
+    default: bool = typer.Option(False, "--default", help="Run the built-in default config (no file, no --set)."),
     resume: bool = typer.Option(False, help="Continue from the run's latest checkpoint."),
     overwrite: bool = typer.Option(False, help="Replace an existing run directory."),
     replay: bool = typer.Option(False, help="Re-train on the run's recorded batches (no rollouts)."),
@@ -20,6 +22,10 @@ def rl(
     from posttrain.errors import PosttrainError
     from posttrain.recipes.rl_config import load_rl_config
 
+    if not (config or set_ or default or resume or replay):    # a bare `posttrain rl` is not a 15-minute run
+        typer.echo(ctx.get_help())
+        raise PosttrainError("give a config (e.g. examples/rl.toml), --set KEY=VALUE, or --default "
+                             "to run the built-in default")
     if resume and overwrite:
         raise PosttrainError("--resume continues a run and --overwrite replaces it: pass one of them")
     cfg = load_rl_config(config, list(set_), resume=resume)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from posttrain.config_base import first_error
 from posttrain.errors import ConfigError
 from posttrain.schedule.config import ContextConfig
 from posttrain.tasks import Task
@@ -22,18 +23,10 @@ def parse_contexts(specs: list[str]) -> tuple[tuple[str, str], ...]:
         try:
             out[domain or EVERY] = ContextConfig.parse(policy).label()
         except ValidationError as e:
-            raise ConfigError(f"--context {spec!r}: {_first_error(e)}") from None
+            raise ConfigError(f"--context {spec!r}: {first_error(e, 'knob')}") from None
         except ValueError as e:
             raise ConfigError(f"--context {spec!r}: {str(e).splitlines()[0]}") from None
     return tuple(sorted(out.items()))
-
-
-def _first_error(e: ValidationError) -> str:
-    """The first problem as `knob: why (got X)`, not pydantic's "1 validation error" header."""
-    err = e.errors()[0]
-    where = ".".join(str(x) for x in err["loc"]) or "policy"
-    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
-    return f"{where}: {err['msg'].removeprefix('Value error, ')}{got}"
 
 
 def check_domains(pairs: tuple[tuple[str, str], ...], tasks: list[Task]) -> None:

@@ -12,6 +12,7 @@ from typing import Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from posttrain.config_base import first_error
 from posttrain.errors import ConfigError, PosttrainError
 
 M = TypeVar("M", bound=BaseModel)
@@ -53,20 +54,23 @@ def load_model(model: type[M], path: str | None = None, overrides: list[str] = (
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
-        raise ConfigError(f"config key {where}: {err['msg']}{got}") from None
+        raise ConfigError(first_error(e)) from None
 
 
 def fresh_run_dir(cfg: BaseModel, run_dir: Path, overwrite: bool, hint: str) -> Path:
     """An empty run directory holding the resolved config; a non-empty one is an error
     (whose message ends with `hint`) unless overwrite."""
+    if file := next((p for p in (run_dir, *run_dir.parents) if p.is_file()), None):
+        raise PosttrainError(f"cannot create the run directory {run_dir}: {file} is a file "
+                             "(runs_dir and the run's name must name directories)")
     if run_dir.exists() and any(run_dir.iterdir()):
         if not overwrite:
             raise PosttrainError(f"{run_dir} already exists; pass {hint}")
         shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PosttrainError(f"cannot create the run directory {run_dir}: {e.strerror or e}") from None
     (run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
     return run_dir
 

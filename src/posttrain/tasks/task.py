@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from posttrain.config_base import error_key
 from posttrain.errors import TaskError
 from posttrain.tasks.config import TaskConfig
 
@@ -73,8 +74,7 @@ class Task:
 
 def _format_validation(err: ValidationError) -> str:
     first = err.errors()[0]
-    where = ".".join(str(x) for x in first["loc"])
-    return f"{where}: {first['msg']} (got {first.get('input')!r})"
+    return f"{error_key(first) or 'task.toml'}: {first['msg']} (got {first.get('input')!r})"
 
 
 def parse_config(path: Path) -> TaskConfig:
