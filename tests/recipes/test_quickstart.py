@@ -31,6 +31,7 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert {k: engine[k] for k in ("dtype", "dtype_reason", "batch_invariant")} == {
         "dtype": "float32", "dtype_reason": "asked", "batch_invariant": False}
     assert engine["attention"] in ("vllm-cpu", "torch") and engine["gemm"] in ("mkl", "onednn", "vllm")
+    assert summary["kernel_plan"]["dtype"] == "float32" and summary["kernel_plan"]["gemm"] == engine["gemm"]
     # RL - SFT, paired on the same held-out tasks and samples
     assert summary["paired_diff"] == pytest.approx(summary["eval_after"]["pass_at_1"]
                                                    - summary["eval_before"]["pass_at_1"])

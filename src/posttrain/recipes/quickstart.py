@@ -173,4 +173,4 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
                    "batch_invariant": engine.config.batch_invariant, "attention": engine.attention_backend[0],
                    "gemm": engine.gemm}
     return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores),
-            "engine": engine_info}, history
+            "engine": engine_info, "kernel_plan": engine.plan.as_dict()}, history

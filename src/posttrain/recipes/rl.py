@@ -30,7 +30,7 @@ from posttrain.recipes.domains import make_scheduler
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
 from posttrain.recipes.rl_config import RLRunConfig
-from posttrain.recipes.rl_engines import rollout_engine
+from posttrain.recipes.rl_engines import kernel_plan_of, rollout_engine
 from posttrain.recipes.rl_env import EPISODES, build_env
 from posttrain.recipes.rl_heldout import paired_gain, single_turn_eval
 from posttrain.rollout.envs import SandboxEnv
@@ -210,6 +210,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),
             "trainer": getattr(trainer, "setup", {}), "engine": _engine_dtype(cfg),
+            "kernel_plan": kernel_plan_of(cfg, model),
             **({"judge": judge.metrics()} if judge is not None else {})}
 
 

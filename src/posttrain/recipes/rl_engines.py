@@ -20,6 +20,7 @@ import os
 import torch
 
 from posttrain.engine.affinity import split_cores
+from posttrain.engine.paged.kernel_plan import config_plan
 from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.engine.process import ProcessEngine
 from posttrain.rollout.conformance import GatedEngine
@@ -29,6 +30,12 @@ from posttrain.rollout.envs import InEngineProcess, SingleTurnEnv
 def _engine_config(cfg) -> EngineConfig:
     # algo.exact_logprobs: the engine's half of bit-identical logprobs (docs/rl.md)
     return EngineConfig(dtype=cfg.engines.compute_dtype.name, batch_invariant=cfg.algo.exact_logprobs)
+
+
+def kernel_plan_of(cfg, model) -> dict | None:
+    """The kernel plan (kernels/plan.py) the paged engine of the embedded and process kinds runs on
+    this machine, as summary.json records it; None for vLLM servers."""
+    return None if cfg.engines.kind == "vllm" else config_plan(_engine_config(cfg), model.config).as_dict()
 
 
 def _gated(cfg, engine, tok, model) -> GatedEngine:

@@ -3,8 +3,10 @@ the linears are the plan's classes, the plan is logged once at start and readabl
 
 import json
 import logging
+from dataclasses import replace
 
 from posttrain.engine.paged.config import EngineConfig
+from posttrain.engine.paged.kernel_plan import config_plan
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.kernels import gemv
 from posttrain.kernels.gemv_linear import GemvLinear
@@ -19,7 +21,8 @@ def test_an_engine_runs_the_plan_it_states_and_prints_it_once(model, caplog):
         engine = LocalEngine(model, config=EngineConfig(dtype="float32"))
         LocalEngine(model, config=EngineConfig(dtype="float32"))  # the same plan again: not printed again
     plan = engine.plan
-    assert plan == kernel_plan("float32", gemv.cpu_flags(), engine.options)
+    assert plan == kernel_plan("float32", gemv.cpu_flags(), replace(engine.options, attention=engine.attention_backend[0]))
+    assert plan == config_plan(EngineConfig(dtype="float32"), model.config)  # what a run's summary records
     assert [r.getMessage() for r in caplog.records].count(plan.line()) == 1
     for layer in engine.runner.linears:
         for lin in layer.values():

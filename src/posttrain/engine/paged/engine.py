@@ -10,7 +10,6 @@ routing cache, engine/paged/routing.py, read when a sequence finishes), for the 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -25,21 +24,18 @@ from posttrain.engine.paged.config import EngineConfig, default_block_size
 from posttrain.engine.paged.draft import draft_budget, propose_with_draft
 from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.int8 import check_weights
-from posttrain.engine.paged.linears import linear_maker
+from posttrain.engine.paged.kernel_plan import engine_plan, linear_maker, plan_options
 from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
 from posttrain.models.moe import moe_blocks
-from posttrain.models.windows import has_windows
 from posttrain.engine.paged.routing import RoutingCache
-from posttrain.engine.paged.runner import ModelRunner, head_dim_of
+from posttrain.engine.paged.runner import ModelRunner
 from posttrain.engine.paged.sampling import Processed, make_generators, row_params
 from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence, validate_prompts
 from posttrain.engine.paged.speculative import propose_ngram, verify_draft
-from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention, attention_backend
-from posttrain.kernels import gemv
-from posttrain.kernels.packed import can_pack, fastest_fp32_kernel, rows_invariant
-from posttrain.kernels.plan import KernelPlan, PlanOptions, kernel_plan, say
+from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention
+from posttrain.kernels.plan import say
 from posttrain.types import Completion
 
 
@@ -69,8 +65,8 @@ class PagedEngine(Engine):
         self.policy_version = 0
         check_weights(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
         # the kernels, chosen once from the CPU's flags (kernels/plan.py); the probes run here, not in it
-        self.options = self._plan_options()
-        self.plan, self.attention_backend = self._plan_for(self.model)
+        self.options = plan_options(self.config, self.dtype, self.device)
+        self.plan, self.attention_backend = engine_plan(self.config, self.dtype, model.config, self.device, self.options)
         say(self.plan.line())
         self.runner = ModelRunner(self.model, linear_maker(self.plan), self.plan.attention, self.attention_backend[1])
         # the plan's choices as callers read them; greedy_prefix_invariant: (bool, why)
@@ -95,7 +91,7 @@ class PagedEngine(Engine):
             if draft_model.config.vocab_size != model.config.vocab_size:
                 raise ValueError("the draft model must share the target's vocabulary")
             draft = cast_copy(draft_model.to(self.device), self.dtype.torch_dtype)
-            plan, backend = self._plan_for(draft)
+            plan, backend = engine_plan(self.config, self.dtype, draft.config, self.device, self.options)
             self.draft = ModelRunner(draft, linear_maker(plan), plan.attention, backend[1])
             self.draft_kv = self._new_kv(self.draft)
 
@@ -105,25 +101,6 @@ class PagedEngine(Engine):
         want = c.max_num_seqs * self.max_model_len
         cap = int(c.kv_memory_mb * 2**20 // per_token)
         return max(min(want, cap) // c.block_size, 1)
-
-    def _plan_options(self) -> PlanOptions:
-        """What the plan takes from this engine's config and this machine's probes: MKL's row
-        quantum for batch-invariant engines, the faster fp32 GEMM for the others (each cached)."""
-        packed = can_pack(self.dtype.torch_dtype, self.device)  # packed linears: a copy beside the model's
-        exact = self.config.batch_invariant and self.dtype.name == "float32"
-        return PlanOptions(batch_invariant=self.config.batch_invariant, weights=self.config.weights, packed=packed,
-                           rows_invariant=not (exact and packed) or rows_invariant(warn=True),
-                           fp32_gemm=fastest_fp32_kernel() if packed and self.dtype.name == "float32" and not exact
-                           else "mkl", gemv_off=os.environ.get(gemv.ENV) == "0", device=self.device.type)
-
-    def _plan_for(self, model) -> tuple[KernelPlan, tuple[str, str]]:
-        """The kernel plan for `model` here, and the attention backend with its reason
-        (vLLM-CPU's where config.kernels allows and it takes this model: vllm_attention.py)."""
-        dtype = self.dtype.torch_dtype
-        backend = attention_backend(self.config.kernels, self.device, dtype, kv_store_dtype(self.config.kv_dtype, dtype),
-                                    head_dim_of(model.config), self.config.block_size,
-                                    self.options.batch_invariant and self.dtype.name == "float32", has_windows(model.config))
-        return kernel_plan(self.dtype.name, gemv.cpu_flags(), replace(self.options, attention=backend[0])), backend
 
     def _new_kv(self, runner: ModelRunner) -> KVCache | HeadMajorKV:
         if isinstance(runner.attention, VllmAttention):
