@@ -47,3 +47,19 @@ def test_serve_refuses_int8_weights_in_fp32(tmp_path, model, tokenizer):
     save_policy(model, tokenizer, tmp_path / "ckpt")
     r = CliRunner().invoke(app(), ["serve", "--model", str(tmp_path / "ckpt"), "--dtype", "float32", "--weights", "int8"])
     assert r.exit_code != 0 and "needs bfloat16 compute" in str(r.exception)
+
+
+def test_serve_and_eval_take_a_step_dir_and_latest(tmp_path, model, tokenizer):
+    """A run's checkpoints/step-N and checkpoints/latest name its model/ for serve and eval alike."""
+    from posttrain.evals.launch import checkpoint_dir
+
+    ckpts = tmp_path / "run" / "checkpoints"
+    save_policy(model, tokenizer, ckpts / "step-000002" / "model")
+    (ckpts / "latest").write_text("step-000002")
+    for given in (ckpts / "step-000002", ckpts / "latest"):
+        assert checkpoint_dir(str(given)) == ckpts / "step-000002" / "model"
+        # the model loads; the engine then refuses int8 weights in fp32: past the model's path
+        r = CliRunner().invoke(app(), ["serve", "--model", str(given), "--dtype", "float32", "--weights", "int8"])
+        assert r.exit_code != 0 and "needs bfloat16 compute" in str(r.exception), r.exception
+    r = CliRunner().invoke(app(), ["serve", "--model", str(ckpts)])
+    assert "checkpoints/latest" in str(r.exception)           # says what it takes

@@ -15,7 +15,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def serve(
-    model: str = typer.Option(..., "--model", help="HF checkpoint dir or a packaged model name."),
+    model: str = typer.Option(..., "--model", help="HF checkpoint dir, a run's checkpoints/step-N or "
+                              "checkpoints/latest, or a packaged model name."),
     host: str = typer.Option("127.0.0.1", help="Bind address (loopback by default)."),
     port: int = typer.Option(8000, callback=port_check),
     name: Optional[str] = typer.Option(None, help="Model id to report (default: dir name)."),
@@ -32,13 +33,13 @@ def serve(
                                           help="Require `Authorization: Bearer KEY` (needed off loopback)."),
 ) -> None:
     """Serve /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics."""
-    from pathlib import Path
 
     import torch
     import uvicorn
 
     from posttrain.engine.paged.config import EngineConfig
     from posttrain.engine.paged.local import LocalEngine
+    from posttrain.models.checkpoint_path import require_model_dir
     from posttrain.models.gguf import PACKAGED, ensure_model
     from posttrain.models.tiny import load_policy
     from posttrain.serve.app import create_app
@@ -48,9 +49,9 @@ def serve(
     port_is_free(host, port)
     if threads:
         torch.set_num_threads(threads)
-    path = ensure_model(model) if model in PACKAGED else Path(model)
+    path = ensure_model(model) if model in PACKAGED else require_model_dir(model)
     policy, tokenizer = load_policy(path)
-    draft = load_policy(draft_model)[0] if draft_model else None
+    draft = load_policy(require_model_dir(draft_model))[0] if draft_model else None
     try:
         config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, dtype=dtype, weights=weights, kernels=kernels,
                               max_num_seqs=max_num_seqs, batch_invariant=batch_invariant)

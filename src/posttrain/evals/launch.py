@@ -30,6 +30,7 @@ from posttrain.evals.record import TrialRecord
 from posttrain.evals.runner import ToolExecutor, run_job
 from posttrain.evals.trials import TaskSandboxes
 from posttrain.evals.taskset import read_tasks
+from posttrain.models.checkpoint_path import model_dir
 from posttrain.tasks import Task
 
 
@@ -57,11 +58,8 @@ class EvalRequest:
 
 
 def checkpoint_dir(model: str) -> Path | None:
-    """The checkpoint directory --model names: itself, or a step dir's model/ (where rl saves)."""
-    for p in (Path(model).expanduser(), Path(model).expanduser() / "model"):
-        if (p / "config.json").is_file():
-            return p
-    return None
+    """The checkpoint directory --model names (models/checkpoint_path.py, shared with serve)."""
+    return model_dir(model)
 
 
 def pick_protocol(req: EvalRequest) -> str:
