@@ -1,26 +1,6 @@
-"""Weight-streaming GEMVs for decode's rows, built from csrc/ at first use.
-
-At one token per sequence a decode step reads every weight once, so its linears are bound by how
-fast they stream the weights from memory; with more sequences, by their multiply-adds. oneDNN's
-packed calls and ATen's int8-weight GEMM read the weights well below a plain read of the same bytes
-(BENCHMARKS.md, issue 34). These kernels read W packed once for them (`Gemv.pack`), front to back
-once, each panel one sequential stream:
-
-- fp32 weights: AVX-512F FMA; bf16 weights: AVX-512-BF16 `vdpbf16ps`, fp32 sums, one rounding to
-  bf16. Sums of outer products (csrc/outer.h): panels of 48 outputs, each step's weights meet a
-  broadcast element of up to 8 rows of x in 24 accumulators; more rows go 8 at a time over a panel
-  still in L2, 256 rows a pass over W (any number of rows a call).
-- int8 weights with one scale per output row (engine/paged/int8.py's rounding), the scale applied
-  at the end. With AVX-512-BF16 and VBMI each weight becomes its exact bf16 through two byte
-  lookups and meets x in `vdpbf16ps`, on outer.h's panels (`int8_lut`, any number of rows). Without
-  VBMI each is widened to fp32 and multiplied in fp32, dot products of 4-row panels against 4 rows
-  of x at a time (csrc/gemv.h; `int8`, up to 8 rows, slower from two rows on, on AMD Zen 4).
-
-A row's result does not depend on the rows beside it or on how many there are. Which kernels run
-is decided once from /proc/cpuinfo (NEEDS). Where a flag is missing (an AVX2-only CPU), where the
-C++ build fails, or with POSTTRAIN_GEMV=0, `kernel_for` gives None and the linears keep their
-GEMM path; a log line says which. The module is compiled once per source and torch version under
-$POSTTRAIN_CACHE/torch_extensions (about a minute), with ninja from the PyPI package.
+"""Our weight-streaming kernels for the engine's linears (fp32, bf16, int8 weights), built from csrc/
+at first use; which row counts take them on which CPU is the kernel plan's choice (kernels/plan.py,
+docs/engine.md "Kernel plan"; how they work: docs/engine-kernels.md).
 """
 
 from __future__ import annotations
@@ -39,12 +19,9 @@ from posttrain.machine import cpu_info
 
 log = logging.getLogger(__name__)
 
-# The engine's linears take each kernel up to this many rows. fp32 and bf16 take every call, prefill
-# too: so a token's logits have the same bits computed in prefill or in decode (greedy replies do
-# not depend on the prefix cache), and on SmolLM2's shapes at one thread they beat the GEMMs at
-# every count measured (bench/gemv.py, AMD EPYC Zen 4: by 2x at 8 rows, 1 to 5% at 256). int8_lut
-# up to where it beat the bf16 GEMM Int8Linear runs beyond (1.3x at 16 rows, 1.1x at 32, slower at
-# 64); the widening int8 kernel takes 8 at most.
+# The engine's linears take each kernel up to this many rows (where the plan takes it at all). fp32 and
+# bf16 take every call, prefill too, so that a token's logits have the same bits computed in prefill
+# or in decode; int8_lut up to where it beat the bf16 GEMM, the widening int8 kernel 8 at most.
 ALL_ROWS = 2**31 - 1  # csrc/gemv_module.cpp ANY_ROWS
 DECODE_ROWS = {"fp32": ALL_ROWS, "bf16": ALL_ROWS, "int8": 8, "int8_lut": 32}
 ENV = "POSTTRAIN_GEMV"  # "0": never use these kernels
