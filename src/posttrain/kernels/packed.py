@@ -183,7 +183,8 @@ class VllmLinear(SourcedLinear):
 GEMM_CLASSES = {"mkl": MklLinear, "onednn": OneDnnLinear, "vllm": VllmLinear, "f_linear": PlainLinear}
 
 
-def PackedLinear(*linears: torch.nn.Linear, pack: bool = True, gemm: str = "mkl", gemv: bool = False) -> SourcedLinear:  # noqa: N802
+def PackedLinear(*linears: torch.nn.Linear, pack: bool = True, gemm: str = "mkl",  # noqa: N802
+                 gemv: bool = False) -> SourcedLinear:
     """The variant these flags name, for callers outside the engine (tests, benches; the engine
     builds from its kernel plan): gemm "mkl" (fp32; bf16 weights take oneDNN), "onednn" or
     "vllm"; pack=False: plain F.linear; gemv: our kernel for its rows (kernels/gemv_linear.py)."""

