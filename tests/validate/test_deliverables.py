@@ -4,6 +4,7 @@ surviving mutant carries the deliverable, how it was changed, the diff and why i
 task whose verifier reads no oracle output gets command mutants whose survivors do not count."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import typer
@@ -12,11 +13,13 @@ from typer.testing import CliRunner
 from posttrain.agent.trial import open_task_sandbox
 from posttrain.commands import validate as validate_command
 from posttrain.tasks import read_task
-from posttrain.validate import deliverables, reads
+from posttrain.tasks.suites.terminal_tools import suite as terminal_tools
+from posttrain.validate import deliverables, mutation, reads
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.html import render
 from posttrain.validate.manifest import manifest_dict
 from posttrain.validate.runner import validate_dirs
+from posttrain.validate.runs import Attempt
 
 from defective import GOOD_CHECK, REWARD_EVERY_PATH, write_base_task
 
@@ -158,3 +161,33 @@ def test_the_atime_trace_sees_reads_not_stats_bwrap(tmp_path):
 def test_the_atime_trace_sees_reads_not_stats_docker(tmp_path, docker_engine, monkeypatch):
     monkeypatch.setenv("POSTTRAIN_DOCKER_BASE_MAP", f"ubuntu={DOCKER_BASE}")
     _trace_sees_reads_not_stats(tmp_path, "docker")
+
+
+GIT_AFTER = {f"/app/project/.git/{p}": "h" for p in (
+    "index", "config", "HEAD", "description", "COMMIT_EDITMSG", "logs/HEAD", "logs/refs/heads/main",
+    "refs/heads/main", "info/exclude", "hooks/pre-commit.sample", "objects/b3/62f4fe")}
+
+
+def test_gits_bookkeeping_is_never_a_deliverable(monkeypatch):
+    """A verifier that copies .git whole reads every file in it; git answers from the index,
+    config, HEAD, refs and objects only, so the rest (description, reflogs, sample hooks, ...)
+    would give mutants that survive any sound verifier."""
+    content = ["/app/project/.git/" + p for p in ("index", "config", "HEAD", "refs/heads/main", "objects/b3/62f4fe")]
+    assert deliverables.find({}, GIT_AFTER, list(GIT_AFTER)) == content
+    probe = Attempt(before={}, after=GIT_AFTER, reads=None)     # a mount without atimes
+    monkeypatch.setattr(mutation, "referenced_paths", lambda _task: ["/app/project/.git"])
+    named = "named in the tests (no atime trace on this mount)"
+    assert mutation._deliverables(SimpleNamespace(), probe) == (content, named)
+
+
+def test_a_git_commits_task_validates_ok_without_an_atime_trace(tmp_path, monkeypatch):
+    """terminal-tools' git-commits (seed 0), its deliverables found from the paths its tests
+    name (all of /app/project/.git): none of git's bookkeeping is mutated, and it is `ok`."""
+    monkeypatch.setattr(reads, "atime_works", lambda _sandbox: False)
+    task = next(t for t in terminal_tools.generate(tmp_path / "suite", 6, seed=0)
+                if t.config.metadata["family"] == "git-commits")
+    [report] = validate_dirs([task.path], CFG, tmp_path / "st")
+    ev = report.checks["mutation"].evidence
+    assert ev["trace"] == "named in the tests (no atime trace on this mount)" and ev["deliverables"]
+    assert not [p for p in ev["deliverables"] if deliverables.INERT_GIT.search(p)]
+    assert report.status == "ok", report.reasons

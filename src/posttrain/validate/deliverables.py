@@ -2,8 +2,9 @@
 
 A probe run of the oracle snapshots /app and /tmp before and after it and traces which
 changed files its verifier run reads (validate/reads.py); those are the deliverables.
-Inputs the task ships and the oracle leaves alone, and the oracle's own scratch files
-(a helper solve.py the tests never open), are never mutated. Each mutant damages one
+Inputs the task ships and the oracle leaves alone, the oracle's own scratch files
+(a helper solve.py the tests never open), and git's bookkeeping beside a repository's
+content (INERT_GIT) are never mutated. Each mutant damages one
 deliverable in a fresh sandbox after the real oracle ran there, and says how, with the diff.
 """
 
@@ -32,6 +33,15 @@ FLIPS = {"+": "-", "-": "+", "<": ">=", ">": "<=", "<=": ">", ">=": "<", "==": "
          "True": "False", "False": "True", "and": "or", "or": "and"}
 
 
+# Files in a .git directory that git writes or copies from its template but never reads to
+# answer what a check can ask of commits, trees, refs or the work tree: the description
+# (gitweb's), reflogs, the last commit message's scratch file, the sample hooks (never run),
+# and the template's info/exclude (all comments; it only hides untracked files). A verifier
+# that copies .git whole reads them, so the trace lists them, but no mutant of them can fail
+# a sound verifier: each would survive and count against it.
+INERT_GIT = re.compile(r"(^|/)\.git/(description|COMMIT_EDITMSG|logs/.+|hooks/[^/]+\.sample|info/exclude)$")
+
+
 class NoChange(Exception):
     """The mutation leaves the deliverable as it was: not a mutant."""
 
@@ -39,7 +49,7 @@ class NoChange(Exception):
 def find(before: Snapshot, after: Snapshot, read: list[str]) -> list[str]:
     """The deliverables: changed files the verifier read, in snapshot order."""
     got = set(read)
-    return [p for p in changed_files(before, after) if p in got]
+    return [p for p in changed_files(before, after) if p in got and not INERT_GIT.search(p)]
 
 
 def plan(deliverables: list[str], before: Snapshot, budget: int) -> list[tuple[str, str]]:

@@ -97,8 +97,8 @@ def _deliverables(task: Task, probe: Attempt) -> tuple[list[str], str]:
     if probe.reads is not None:
         return deliverables.find(probe.before, probe.after, probe.reads), "atime trace"
     named = referenced_paths(task)
-    hit = [p for p in changed_files(probe.before, probe.after)
-           if any(p == q or p.startswith(q + "/") for q in named)]
+    hit = [p for p in changed_files(probe.before, probe.after) if not deliverables.INERT_GIT.search(p)
+           and any(p == q or p.startswith(q + "/") for q in named)]
     return hit, "named in the tests (no atime trace on this mount)"
 
 
