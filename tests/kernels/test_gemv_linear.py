@@ -111,3 +111,16 @@ def test_int8_without_vbmi_takes_the_widening_kernel(monkeypatch):
     q, scale = quantize(torch.cat([p.weight for p in parts]))
     ref = F.linear(x.double(), q.double()) * scale.bfloat16().double() + torch.cat([p.bias for p in parts]).double()
     assert ((y.double() - ref).abs() <= 2.0**-7 * ref.abs() + 1e-3).all()
+
+
+def test_invalidating_a_gemv_linear_invalidates_the_gemm_behind_it():
+    """update_weights invalidates (inference tensors have no version counter): both copies repack."""
+    from posttrain.kernels.gemv_linear import GemvLinear
+    from posttrain.kernels.packed import OneDnnLinear
+
+    lin = GemvLinear(*fused(torch.float32), rest=OneDnnLinear)
+    with torch.inference_mode():
+        lin(torch.randn(2, 72)), lin.rest(torch.randn(2, 72))
+    assert lin.key is not None and lin.rest.key is not None
+    lin.invalidate()
+    assert lin.key is None and lin.rest.key is None

@@ -22,6 +22,10 @@ class GemvLinear(SourcedLinear):
         self.kind = kind
         self.gemv_weights = None  # the kernel's packed copy
 
+    def invalidate(self) -> None:
+        super().invalidate()
+        self.rest.invalidate()
+
     def _prepare(self) -> None:
         w = self.weight.detach()
         kernel = None if w.device.type != "cpu" else kernel_named(self.kind) if self.kind else kernel_for(w.dtype)
