@@ -201,7 +201,7 @@ def test_an_async_run_replays_exactly_from_its_recorded_batches(make_parts, tmp_
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs sched_setaffinity and two cores")
-def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_parts, tokenizer):
+def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_parts, tokenizer, tmp_path):
     """engines.pin_cores (auto: single-turn tasks): the engine child on one core, the trainer
     thread on the others with no more torch threads than it has cores; all of it undone when
     the engine closes. Sandbox tasks are not pinned by default."""
@@ -216,7 +216,8 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
 
     env, model, _ = make_parts()
     me, before = threading.get_native_id(), os.sched_getaffinity(0)
-    cfg = load_rl_config(None, ['engines.kind="process"', "threads=2", 'tasks.kind="copy"'])
+    runs = f'runs_dir="{tmp_path}"'     # the gate's conformance.jsonl goes here, not into the checkout
+    cfg = load_rl_config(None, [runs, 'engines.kind="process"', "threads=2", 'tasks.kind="copy"'])
     threads = torch.get_num_threads()
     torch.set_num_threads(len(before))
     try:
@@ -229,12 +230,13 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
             assert engine.cores == os.sched_getaffinity(child)
         assert os.sched_getaffinity(me) == before and torch.get_num_threads() == len(before)
         sandbox_env = SandboxEnv([], None, AgentConfig(), group_size=2)
-        sandbox_tasks = load_rl_config(None, ['engines.kind="process"'])  # not pinned by default
+        sandbox_tasks = load_rl_config(None, [runs, 'engines.kind="process"'])  # not pinned by default
         with rollout_engine(sandbox_tasks, model, tokenizer, sandbox_env) as (engine, wrapped):
             assert os.sched_getaffinity(engine.engine.pid) == before == os.sched_getaffinity(me)
             assert engine.cores is None and wrapped is sandbox_env
     finally:
         torch.set_num_threads(threads)
+    assert (tmp_path / "rl" / "conformance.jsonl").is_file()    # written under tmp_path
 
 
 def test_single_turn_episodes_run_in_the_engine_process_as_beside_the_trainer(make_parts):
