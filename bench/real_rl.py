@@ -90,6 +90,15 @@ def vs_trl(tasks: tuple[Path, Path], out: Path, ours: dict, extra: list[str]) ->
     trl, policy = trl_grpo(Path(cfg.policy.init).expanduser(), load_tasks(tasks[0]), run,
                            ours["rl_wall_s"], out / "trl")
     theirs = held_out(cfg, policy, out / "trl-eval")
+    return {**versus(ours, trl, theirs),
+            "trl": trl, "peer_flags": {"trl_grpo_config": grpo_flags(run), "peft_lora": run["lora_rank"],
+                                       "torch_threads": cfg.threads,
+                                       "stop": "after the step that passes posttrain's RL wall time"}}
+
+
+def versus(ours: dict, trl: dict, theirs: dict) -> dict:
+    """The headline: rate ratios (ours / TRL's), and seed 0's final policy against TRL's on the
+    held-out prompts both scored, paired by prompt (ours first: diff = ours - TRL's)."""
     d = paired_compare(ours["after_scores"], theirs["scores"])
     return {"vs_trl_steps_per_s": round(ours["steps_per_s"] / trl["steps_per_s"], 2),
             "vs_trl_trajectories_per_s": round(ours["trajectories_per_s"] / trl["trajectories_per_s"], 2),
@@ -99,10 +108,7 @@ def vs_trl(tasks: tuple[Path, Path], out: Path, ours: dict, extra: list[str]) ->
             "posttrain_minus_trl": {"diff": round(d.diff, 4), "ci_low": round(d.ci_low, 4),
                                     "ci_high": round(d.ci_high, 4), "p": round(d.p_value, 3)},
             "posttrain": {k: ours[k] for k in ("steps", "rl_wall_s", "steps_per_s", "trajectories_per_s",
-                                               "step_wall_s", "generation_s", "logprobs_s", "backward_s")},
-            "trl": trl, "peer_flags": {"trl_grpo_config": grpo_flags(run), "peft_lora": run["lora_rank"],
-                                       "torch_threads": cfg.threads,
-                                       "stop": "after the step that passes posttrain's RL wall time"}}
+                                               "step_wall_s", "generation_s", "logprobs_s", "backward_s")}}
 
 
 def print_table(result: dict) -> None:

@@ -96,15 +96,19 @@ def trl_grpo(init: Path, tasks: list[Task], run: dict, wall_s: float, out: Path)
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0
-    steps = trainer.state.global_step
-    t = timed.totals
-    split = {"generation_s": t["_generate"], "rewards_s": t["_prepare_inputs"] - t["_generate"],
-             "logprobs_s": t["compute_loss"],
-             "backward_optimizer_s": wall - t["_prepare_inputs"] - t["compute_loss"]}
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
     policy = trainer.model.merge_and_unload() if run["lora_rank"] else trainer.model
-    return {"trl_version": __version__, "steps": steps, "train_wall_s": round(wall, 1),
-            "steps_per_s": round(steps / wall, 5),
-            "trajectories_per_s": round(steps * run["groups_per_step"] * run["group_size"] / wall, 3),
-            "step_split_s": {k: round(v / max(steps, 1), 2) for k, v in split.items()},
+    return {"trl_version": __version__, **rates(trainer.state.global_step, wall, timed.totals, run),
             "reward_curve": [round(r, 4) for r in rewards]}, policy.eval()
+
+
+def rates(steps: int, wall: float, totals: dict, run: dict) -> dict:
+    """Steps and trajectories per second over the training wall time, and the mean step split
+    from the timed methods' totals: `_prepare_inputs` includes `_generate`, and what neither
+    it nor `compute_loss` took is the backward pass and the optimizer."""
+    split = {"generation_s": totals["_generate"],
+             "rewards_s": totals["_prepare_inputs"] - totals["_generate"], "logprobs_s": totals["compute_loss"],
+             "backward_optimizer_s": wall - totals["_prepare_inputs"] - totals["compute_loss"]}
+    return {"steps": steps, "train_wall_s": round(wall, 1), "steps_per_s": round(steps / wall, 5),
+            "trajectories_per_s": round(steps * run["groups_per_step"] * run["group_size"] / wall, 3),
+            "step_split_s": {k: round(v / max(steps, 1), 2) for k, v in split.items()}}
