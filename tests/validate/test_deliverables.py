@@ -172,7 +172,8 @@ def test_gits_bookkeeping_is_never_a_deliverable(monkeypatch):
     """A verifier that copies .git whole reads every file in it; git answers from the index,
     config, HEAD, refs and objects only, so the rest (description, reflogs, sample hooks, ...)
     would give mutants that survive any sound verifier."""
-    content = ["/app/project/.git/" + p for p in ("index", "config", "HEAD", "refs/heads/main", "objects/b3/62f4fe")]
+    content = ["/app/project/.git/" + p
+               for p in ("index", "config", "HEAD", "refs/heads/main", "objects/b3/62f4fe")]
     assert deliverables.find({}, GIT_AFTER, list(GIT_AFTER)) == content
     probe = Attempt(before={}, after=GIT_AFTER, reads=None)     # a mount without atimes
     monkeypatch.setattr(mutation, "referenced_paths", lambda _task: ["/app/project/.git"])

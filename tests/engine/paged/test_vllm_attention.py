@@ -114,7 +114,8 @@ BF16_VLLM = dict(dtype="bfloat16", kernels="vllm")
 FP32_BATCH_INVARIANT = dict(dtype="float32", batch_invariant=True)
 
 
-def cold_cached_differences(model, n_prompts: int = 100, prefix: int = 40, **config) -> tuple[int, tuple[bool, str]]:
+def cold_cached_differences(model, n_prompts: int = 100, prefix: int = 40,
+                            **config) -> tuple[int, tuple[bool, str]]:
     """How many of n_prompts greedy replies differ cold vs cached (bf16 through vLLM-CPU's kernels
     unless config says otherwise), and what the engine promises."""
     config = config or BF16_VLLM
@@ -123,7 +124,8 @@ def cold_cached_differences(model, n_prompts: int = 100, prefix: int = 40, **con
     return sum(cold != cached for cold, cached in pairs), promise
 
 
-def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int, config: dict) -> list[tuple[list, list]]:
+def greedy_cold_and_cached(model, n_prompts: int, prefix: int, vocab: int,
+                           config: dict) -> list[tuple[list, list]]:
     """(cold reply, cached reply) per prompt, greedy: cold from an engine without a prefix cache;
     cached as turn 2 of a conversation, whose prompt (turn 1 and its reply) sits in the cache, the
     reply's K/V written by decode steps, the prompt's by a prefill."""
