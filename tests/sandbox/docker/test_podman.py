@@ -83,3 +83,12 @@ def test_compose_under_podman_is_one_clear_error(tmp_path, podman):
     with open_sandbox("docker", SandboxSpec()) as sb, pytest.raises(SandboxError) as e:
         prepare_environment(env, sb)
     assert "need the Docker engine" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_hostile_survivors_earn_nothing(tmp_path, podman):
+    """The hostile-survivor suite (tests/sandbox/test_survivors.py) on Podman."""
+    from posttrain.validate import survivors
+
+    results = survivors.suite(tmp_path, "podman")
+    assert results.pop("legit_server")["reward"] == 1.0
+    assert {name: r["reward"] for name, r in results.items()} == dict.fromkeys(survivors.ATTACKS, 0.0)
