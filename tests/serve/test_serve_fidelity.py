@@ -54,7 +54,8 @@ def test_unknown_model_is_404_in_openai_shape(served):
     assert _chat(served, model="tiny-agent", max_tokens=2).status_code == 200
 
 
-@pytest.mark.parametrize("field", [{"presence_penalty": 0.5}, {"logit_bias": {"5": 1}}, {"no_such_field": 1},
+@pytest.mark.parametrize("field", [{"presence_penalty": 0.5}, {"frequency_penalty": 0.5}, {"logit_bias": {"5": 1}},
+                                   {"no_such_field": 1},
                                    {"tool_choice": "required"}, {"stream_options": {"include_usage": True}},
                                    {"top_logprobs": 2}, {"response_format": {"type": "json_object"}}])
 def test_fields_that_cannot_be_honoured_are_400(served, field):
@@ -106,6 +107,15 @@ def test_stream_options_include_usage(served):
         chunks = [json.loads(x[6:]) for x in s.iter_lines() if x.startswith("data: {")]
     assert all(c["usage"] is None for c in chunks[:-1]) and chunks[-1]["choices"] == []
     assert chunks[-1]["usage"]["completion_tokens"] == sum(len(c["choices"][0]["token_ids"]) for c in chunks[:-1])
+
+
+def test_only_a_choices_first_stream_delta_has_the_role(served):
+    body = {"messages": LIST, "temperature": 0, "stream": True, "max_tokens": 6, "ignore_eos": True}
+    with httpx.stream("POST", f"{served.url}/chat/completions", json=body, timeout=60) as s:
+        chunks = [json.loads(x[6:]) for x in s.iter_lines() if x.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert len(deltas) > 1 and deltas[0]["role"] == "assistant"
+    assert not any("role" in d for d in deltas[1:]), deltas
 
 
 def test_chat_replies_default_to_the_rest_of_the_context(agent_model, tok):

@@ -54,8 +54,9 @@ class SamplingFields(StrictModel):
 
     @model_validator(mode="after")
     def _refuse_unsupported(self):
-        if self.presence_penalty or self.frequency_penalty:
-            raise ValueError("presence_penalty and frequency_penalty are not supported")
+        for name in ("presence_penalty", "frequency_penalty"):   # the error names the one sent
+            if getattr(self, name):
+                raise ValueError(f"{name} is not supported")
         if self.logit_bias:
             raise ValueError("logit_bias is not supported")
         if self.stream_options is not None and not self.stream:

@@ -134,7 +134,7 @@ class Server:
         obj = "text_completion" if job.kind == "completion" else "chat.completion.chunk"
         streams: dict = {}
         extra = {"usage": None} if job.req.include_usage else {}
-        generated, done, finished = 0, 0, False
+        generated, done, finished, started = 0, 0, False, set()
         try:
             while done < len(handle.prompts):
                 d = await handle.queue.get()
@@ -148,6 +148,9 @@ class Server:
                 if calls:
                     choice["delta"]["tool_calls"] = [{"index": k, **c} for k, c in enumerate(calls)]
                     choice["finish_reason"] = "tool_calls"
+                if job.kind == "chat" and d.index in started:   # OpenAI: the role in a choice's first delta only
+                    choice["delta"].pop("role")
+                started.add(d.index)
                 yield render.sse(render.envelope(rid, obj, self.model_name, [choice], **extra))
                 generated += len(d.token_ids)
                 done += d.finish_reason is not None
