@@ -72,3 +72,27 @@ def test_usage_errors_are_one_line_and_exit_2(args, message):
 def test_no_subcommand_prints_help_and_exits_2(args):
     r = _cli(*args)
     assert r.returncode == 2 and "Usage" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_every_command_the_readme_tour_names_exists():
+    """The README's Tour names real commands: `posttrain A [B]`, and after a ` / ` a bare `C` is
+    another command of the group A (`posttrain tasks generate` / `new NAME`)."""
+    from pathlib import Path
+
+    from typer.main import get_command
+
+    from posttrain import cli
+
+    cli._register_all()
+    root = get_command(cli.app)
+    readme = Path(__file__).parents[1] / "README.md"
+    tour = readme.read_text(encoding="utf-8").split("## Tour", 1)[1].split("\n\n", 2)[1]
+    for cell in (row.split("|")[1].strip() for row in tour.splitlines()[2:]):
+        group = None
+        for piece in cell.split(" / "):
+            words = piece.strip("` ").split()
+            if words[0] == "posttrain":
+                assert words[1] in root.commands, cell
+                group = getattr(root.commands[words[1]], "commands", None)
+            else:
+                assert group is not None and words[0] in group, (words[0], cell)

@@ -131,7 +131,8 @@ def test_reviewer_options_are_checked():
     assert open_approver(False, None, [], 1.0, "X") == (None, [])
     for args, message in [((True, "1", []), "pick one"), ((False, None, ["^rm"]), "needs --approve"),
                           ((True, None, ["(bad"]), "not a regex"), ((False, "nope", []), "HOST:"),
-                          ((False, "0.0.0.0:0", []), "without a token")]:
+                          ((False, "0.0.0.0:0", []), "without a token: set the environment variable "
+                                                     "POSTTRAIN_NO_SUCH_TOKEN")]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             open_approver(*args, 1.0, "POSTTRAIN_NO_SUCH_TOKEN")
     rules = EvalConditions(model="m", protocol="text", k=1, approval=("^rm",))

@@ -37,8 +37,12 @@ def open_approver(terminal: bool, http: str | None, rules: list[str], timeout_s:
         from posttrain.agent.approval_terminal import TerminalApprover
 
         return TerminalApprover.from_tty(), rules
-    from posttrain.agent.approval_http import HttpApprover
+    from posttrain.agent.approval_http import HttpApprover, is_loopback
 
     host, port = parse_address(http)
     token = os.environ.get(token_env) or None
+    if token is None and not is_loopback(host):
+        raise ConfigError(f"--approve-http {http}: refusing to serve approvals on {host} without a token: "
+                          f"set the environment variable {token_env} (--approve-token-env names another), "
+                          "or bind 127.0.0.1")
     return HttpApprover(host, port, token, timeout_s).start(), rules
