@@ -4,13 +4,31 @@ spans go to an OTLP/HTTP collector in batches, from the SDK's own thread. Needs 
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
+from pydantic import field_validator
+
 from posttrain.config_base import StrictModel
+
+
+def check_endpoint(url: str) -> str:
+    """An OTLP/HTTP endpoint must be an http(s) URL with a host: checked when a config or flag is
+    read, not when the first span is exported mid-run."""
+    parts = urlparse(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"OTLP endpoint {url!r} is not an http(s) URL (e.g. http://127.0.0.1:4318/v1/traces)")
+    return url
 
 
 class OtelConfig(StrictModel):
     endpoint: str = "http://127.0.0.1:4318/v1/traces"
     service_name: str = "posttrain"
     headers: dict[str, str] = {}        # e.g. the collector's auth header
+
+    @field_validator("endpoint")
+    @classmethod
+    def _a_url(cls, v: str) -> str:
+        return check_endpoint(v)
 
 
 def span_provider(config: OtelConfig, exporter=None):

@@ -46,6 +46,7 @@ def test_unreachable_endpoint(tmp_path, task_dir):
     (["--model", "m", "--base-url", "http://x/v1", "--protocol", "text"], "takes its tokenizer from it"),
     (["--model", "m", "--base-url", "http://x/v1", "--context", "bogus"], "knob kind: Input should be 'keep_all'"),
     (["--model", "m", "--base-url", "http://x/v1", "--context", "foo=keep_all"], "no task has domain 'foo'"),
+    (["--model", "m", "--base-url", "http://x/v1", "--otel-endpoint", "notaurl"], "--otel-endpoint: OTLP endpoint"),
 ])
 def test_bad_flags(tmp_path, task_dir, args, needle):
     _one_line_error(posttrain("eval", "--tasks", str(task_dir), *args, cwd=tmp_path), needle)

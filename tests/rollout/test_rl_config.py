@@ -16,6 +16,7 @@ from posttrain.recipes.rl_config import load_rl_config
     ('algo.loss="ppo2"', "unknown loss 'ppo2'"),
     ('algo.tis="tok"', "config key algo.tis"),
     ("rollout.max_staleness=-1", "greater than or equal to 0"),
+    ('agent.otel.endpoint="notaurl"', "config key agent.otel.endpoint: OTLP endpoint 'notaurl' is not an http"),
 ])
 def test_bad_keys_and_types(override, message):
     with pytest.raises(ConfigError, match=message):

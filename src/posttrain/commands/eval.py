@@ -83,6 +83,8 @@ def run_eval(
                              " / `posttrain eval compare A B`)")
     if not base_url:
         existing_dir(tasks, "--tasks")
+    if otel_endpoint:
+        _check_otel(otel_endpoint)
     writable_dir(jobs_dir, "--jobs-dir")
     from posttrain.evals.approvers import open_approver
     from posttrain.evals.launch import EvalRequest, evaluate
@@ -107,6 +109,15 @@ def run_eval(
         if req.approver is not None:
             req.approver.close()
     print_summary(console, summary, path)
+
+
+def _check_otel(url: str) -> None:
+    from posttrain.otel import check_endpoint
+
+    try:
+        check_endpoint(url)
+    except ValueError as e:
+        raise PosttrainError(f"--otel-endpoint: {e}") from None
 
 
 @eval_app.command("report")
