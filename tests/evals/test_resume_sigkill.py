@@ -49,3 +49,20 @@ def test_sigkill_then_resume_runs_every_trial_once(tmp_path, task_dir, oracle):
     s = json.loads((job / "result.json").read_text())
     assert s["complete"] and s["n_trials"] == 4 * K and s["counts"]["passed"] == 4 * K
     assert s["last_run"]["trials_run"] == 4 * K - len(before)
+
+
+def test_sigterm_says_how_many_trials_are_saved_and_how_to_resume(tmp_path, task_dir, oracle):
+    jobs_dir = tmp_path / "jobs"
+    with serve(Script(oracle, delay_s=0.1)) as url:
+        proc = subprocess.Popen(_cmd(task_dir, url, jobs_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "COLUMNS": "200"})
+        deadline = time.time() + 60
+        while len(_finished(jobs_dir)) < 3 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    line = next((x for x in out.splitlines() if x.startswith("stopped: ")), out)
+    assert f" of {4 * K} trials saved in " in line and line.endswith("rerun the same command to resume"), out
+    said = int(line.split()[1])        # a trial written just as the signal came may be one more
+    assert said in (len(_finished(jobs_dir)), len(_finished(jobs_dir)) - 1) and said >= 3

@@ -23,6 +23,7 @@ def progress_hooks(console: Console, live: bool = True):
 
     def on_start(path: Path, total: int, already: int) -> None:
         console.print(f"job {path}  ({already}/{total} trials already done)")
+        state.update(path=path, total=total, already=already)
         state["id"] = progress.add_task("eval", total=total, completed=already, info="")
 
     def on_trial(rec) -> None:
@@ -33,8 +34,15 @@ def progress_hooks(console: Console, live: bool = True):
         if not live:
             console.print(f"trial {rec.task_name} #{rec.attempt}: {rec.status}  ({info})")
 
-    with progress:
-        yield on_start, on_trial
+    try:
+        with progress:
+            yield on_start, on_trial
+    except KeyboardInterrupt:           # Ctrl-C, and SIGTERM (errors.Terminated): say what is kept
+        if state["id"] is not None:
+            saved = state["already"] + state["done"]
+            console.print(f"stopped: {saved} of {state['total']} trials saved in {state['path']}; "
+                          "rerun the same command to resume", markup=False, highlight=False)
+        raise
 
 
 def _fmt(x, digits: int = 3) -> str:
