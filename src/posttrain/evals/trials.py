@@ -70,7 +70,7 @@ class TaskSandboxes:
 def verifier_files(sandbox: Sandbox, test_output: str) -> dict[str, str]:
     """Text files the verifier left in /logs/verifier, plus the test script's output."""
     files = {"test-output.txt": test_output}
-    d = Path(sandbox.host_path("/logs/verifier"))
+    d = Path(sandbox.verifier_path("/logs/verifier"))
     for p in sorted(d.glob("*")) if d.is_dir() else []:
         if p.is_file() and p.stat().st_size <= MAX_VERIFIER_FILE_BYTES:
             files[p.name] = p.read_text(encoding="utf-8", errors="replace")

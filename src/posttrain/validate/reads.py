@@ -58,7 +58,8 @@ def start(sandbox: Sandbox, paths: list[str]) -> list[str] | None:
 
 
 def finish(sandbox: Sandbox, traced: list[str] | None) -> list[str] | None:
-    """Of the traced paths, those read since start()."""
+    """Of the traced paths, those read since start(), in the files the verifier saw (its own
+    copy, where the backend gives it one: times are copied with the files)."""
     if traced is None:
         return None
-    return [p for p in traced if _read_since(sandbox.host_path(p))]
+    return [p for p in traced if _read_since(sandbox.verifier_path(p))]
