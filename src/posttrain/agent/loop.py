@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from posttrain.agent.approval import NO_APPROVER, ApprovalRequest, Decision, Gate, denied_observation
 from posttrain.agent.chat import ChatFramer
@@ -254,17 +255,36 @@ def _finish(live: _Live, store: EpisodeStore | None, keep: bool) -> None:
             store.drop(live.key)
 
 
+class _Told:
+    """Tells `report` how many more of `lives` are done since it last told (a progress hook)."""
+
+    def __init__(self, report: Callable[[int], None] | None, lives: list[_Live]):
+        self.report, self.lives, self.told = report, lives, 0
+
+    def tick(self) -> None:
+        if self.report is not None:
+            done = sum(lv.done for lv in self.lives)
+            self.report(done - self.told)
+            self.told = done
+
+    def rest(self) -> None:            # the episodes the turn limit ended
+        if self.report is not None:
+            self.report(len(self.lives) - self.told)
+
+
 def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFramer,
                  params: SamplingParams, cfg: AgentConfig, contexts: list | None = None,
                  tracer=None, store: EpisodeStore | None = None,
-                 gate: Gate | None = None, keep_finished: bool = False) -> list[Episode]:
+                 gate: Gate | None = None, keep_finished: bool = False,
+                 progress: Callable[[int], None] | None = None) -> list[Episode]:
     """Run one episode per (task, group_id); returns them in the same order. `contexts`: a
     ContextConfig per job (None: cfg.context for all); `tracer`: agent/traces.py's, or None;
     `store`: checkpoint each episode after every turn, and resume those it holds; each episode
     then samples on its own stream, so a resumed one draws what it would have drawn;
     `gate`: the commands that wait for a reviewer (agent/approval.py; needed if cfg.approval.on);
     `keep_finished`: leave a finished episode's last checkpoint for the caller to drop once it
-    has written the result (a kill in between then redoes one turn, not the whole episode)."""
+    has written the result (a kill in between then redoes one turn, not the whole episode);
+    `progress`: after each turn, told how many episodes finished in it (the turn limit's at the end)."""
     if gate is None and cfg.approval.on:
         raise ConfigError(NO_APPROVER)
     contexts = contexts or [cfg.context] * len(jobs)
@@ -273,7 +293,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
     for (task, gid), c in zip(jobs, contexts):
         lives.append(_Live(task, Episode(task.id, gid), context_policy(c), slot=seen[task.id, gid]))
         seen[task.id, gid] += 1
-    base_seed = params.seed
+    base_seed, told = params.seed, _Told(progress, lives)
     with ThreadPoolExecutor(cfg.workers) as pool:
         version = engine.policy_version     # a checkpoint saved under other weights is not resumed
         list(pool.map(lambda lv: _start(lv, framer, cfg, store, version), lives))
@@ -284,6 +304,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                                       stop_token_ids=[framer.end_id])
                 now = [lv for lv in lives if not lv.done and lv.first_turn <= turn]
                 _turn(now, engine, framer, turn_params, cfg, pool, store is not None, gate)
+                told.tick()
                 if store is not None:
                     alive = [lv for lv in now if not lv.done]
                     list(pool.map(lambda lv: _save(lv, store, turn + 1, engine.policy_version), alive))
@@ -293,6 +314,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
             raise
         finally:
             list(pool.map(lambda lv: _finish(lv, store, keep_finished), lives))
+    told.rest()
     if tracer is not None:
         for live in lives:
             tracer.export(live.episode)

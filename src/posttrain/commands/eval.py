@@ -102,8 +102,8 @@ def run_eval(
                                                      approve_timeout, approve_token_env)
     if approve_http:
         console.print(f"approvals: GET/POST {req.approver.url}")
-    try:    # a live bar would draw over the terminal's questions: plain lines then
-        with progress_hooks(console, live=not approve) as (on_start, on_trial):
+    try:    # a live bar would draw over the terminal's questions, and shows nothing in a pipe: plain lines then
+        with progress_hooks(console, live=console.is_terminal and not approve) as (on_start, on_trial):
             path, summary = evaluate(req, on_start, on_trial)
     finally:
         if req.approver is not None:

@@ -17,15 +17,14 @@ from posttrain.types import Episode
 def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k: int,
                        params: SamplingParams, cfg: AgentConfig,
                        batch_episodes: int = 128, progress=None) -> tuple[dict, list[Episode]]:
-    """Run k episodes per task; pass = reward >= 1. Returns the summary and the episodes."""
+    """Run k episodes per task; pass = reward >= 1. Returns the summary and the episodes.
+    `progress(n)`: n more episodes finished (after every turn)."""
     jobs = [(t, i) for i, t in enumerate(tasks) for _ in range(k)]
     episodes: list[Episode] = []
     for start in range(0, len(jobs), batch_episodes):
         chunk = jobs[start:start + batch_episodes]
         seed = None if params.seed is None else params.seed + start
-        episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg)
-        if progress:
-            progress(len(chunk))
+        episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg, progress=progress)
     ci = asdict(clustered_mean_ci(pass_scores(episodes)))
     summary = {"pass_at_1": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
                "n_tasks": ci["n_tasks"], "k": k}

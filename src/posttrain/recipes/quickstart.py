@@ -139,7 +139,8 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
     n_eval = cfg.n_eval_tasks * cfg.eval_samples
     with removed_on_failure(run_dir, keep=lambda: False), \
             Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
-                             "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval}) as phases:
+                             "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval},
+                   coarse=("eval_before", "eval_after")) as phases:
         summary, history = _train_and_evaluate(cfg, run_dir, phases)
     summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info()}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -57,15 +57,22 @@ def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
     return fresh_run_dir(cfg, run_dir, overwrite, "--overwrite, --resume or another name")
 
 
-def evaluate(env, engine, cfg: RLRunConfig, seed: int) -> dict:
-    """Held-out pass@1 (sandbox tasks) or mean reward (single-turn), task-clustered 95% CI."""
+def evaluate(env, engine, cfg: RLRunConfig, seed: int, progress=None) -> dict:
+    """Held-out pass@1 (sandbox tasks) or mean reward (single-turn), task-clustered 95% CI;
+    `progress(n)`: n more of its len(task_ids) * group_size episodes finished."""
     if not env.task_ids:
         return {}
     if isinstance(env, SandboxEnv):
         params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
-        summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent)
+        summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent,
+                                        progress=progress)
         return summary
-    return single_turn_eval(env, engine, seed)
+    return single_turn_eval(env, engine, seed, progress)
+
+
+def _evaluate(env, engine, cfg: RLRunConfig, phases: Phases, label: str) -> dict:
+    """The held-out eval, its episodes counted in phase `label` as they finish."""
+    return evaluate(env, engine, cfg, cfg.seed + 424_242, progress=lambda n: phases.advance(label, n=n))
 
 
 def _truncate_lines(path: Path, n: int) -> None:
@@ -153,8 +160,8 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
-    n_eval = 0 if cfg.tasks.n_eval == 0 else 2
-    with Phases(console, {"setup": 1, "eval": n_eval, "rl": cfg.rollout.steps}) as phases, \
+    totals = {"setup": 1, "eval_before": 0, "rl": cfg.rollout.steps, "eval_after": 0}
+    with Phases(console, totals, coarse=("eval_before", "eval_after")) as phases, \
             contextlib.ExitStack() as stack, Preempted() as preempted:
         executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok, domain_ids = build_env(cfg, run_dir, ckpt, _warn(console))
@@ -172,13 +179,14 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         pipeline = Pipeline(*executor.wrap(env, engine), trainer, make_scheduler(cfg, domain_ids),
                             cfg.rollout, cfg.algo, EventLog(run_dir / "events.jsonl"), record)
         phases.advance("setup")
+        for label in ("eval_before", "eval_after"):     # held-out episodes, known once the env is
+            phases.set_total(label, len(held_env.task_ids) * held_env.group_size)
         if ckpt is not None:
             pipeline.load_state_dict(state["pipeline"])
             phases.advance("rl", n=pipeline.step)
         else:
-            extra = {"eval_before": evaluate(held_env, engine, cfg, cfg.seed + 424_242), "metrics_lines": 0,
+            extra = {"eval_before": _evaluate(held_env, engine, cfg, phases, "eval_before"), "metrics_lines": 0,
                      "skipped_steps": 0}
-        phases.advance("eval")
         log = MetricsLog(run_dir)
 
         def on_step(step: int, stats: dict) -> None:
@@ -202,8 +210,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         if preempted.asked:  # checkpointed after the step in progress; --resume goes on from there
             return {"preempted": True, "steps": pipeline.step + 1, "trajectories": pipeline.trajectories,
                     "audit": pipeline.audit()}
-        after = evaluate(held_env, engine, cfg, cfg.seed + 424_242)
-        phases.advance("eval")
+        after = _evaluate(held_env, engine, cfg, phases, "eval_after")
     return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
             **paired_gain(extra["eval_before"], after),
             "steps_trained": pipeline.step - extra["skipped_steps"],

@@ -11,13 +11,15 @@ from posttrain.schedule.sampler import GroupJob
 REWARD_BOUNDS = (0.0, 1.0)   # every single-turn reward (rollout.single_turn.REWARDS) is in [0, 1]
 
 
-def single_turn_scores(env, engine, seed: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def single_turn_scores(env, engine, seed: int, progress=None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """(rewards, strict scores) of each held-out prompt over its samples; strict is empty for a
-    reward function without details."""
+    reward function without details. `progress(n)`: a group of n samples is scored."""
     jobs = [GroupJob(i, i, tid, seed + i) for i, tid in enumerate(env.task_ids)]
     rewards: dict[str, list[float]] = defaultdict(list)
     strict: dict[str, list[float]] = defaultdict(list)
     for group in env.run(jobs, engine):
+        if progress is not None:
+            progress(len(group))
         for e in group:
             rewards[e.task_id].append(e.reward)
             if "strict" in e.reward_details:
@@ -25,10 +27,10 @@ def single_turn_scores(env, engine, seed: int) -> tuple[dict[str, list[float]], 
     return dict(rewards), dict(strict)
 
 
-def single_turn_eval(env, engine, seed: int) -> dict:
+def single_turn_eval(env, engine, seed: int, progress=None) -> dict:
     """Mean reward with its task-clustered 95% CI; with strict scores also their mean, and each
     task's scores (what `paired_gain` pairs, kept so a resumed run can still pair them)."""
-    rewards, strict = single_turn_scores(env, engine, seed)
+    rewards, strict = single_turn_scores(env, engine, seed, progress)
     ci = clustered_mean_ci(rewards, bounds=REWARD_BOUNDS)
     out = {"reward_mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
            "n_tasks": ci.n_tasks, "k": env.group_size, "temperature": env.temperature}
