@@ -66,3 +66,4 @@ def test_sigterm_says_how_many_trials_are_saved_and_how_to_resume(tmp_path, task
     assert f" of {4 * K} trials saved in " in line and line.endswith("rerun the same command to resume"), out
     said = int(line.split()[1])        # a trial written just as the signal came may be one more
     assert said in (len(_finished(jobs_dir)), len(_finished(jobs_dir)) - 1) and said >= 3
+    assert sum(x.startswith("trial ") for x in out.splitlines()) >= 3    # a line per trial in a pipe
