@@ -118,3 +118,18 @@ def test_packed_weights_are_cut_from_huge_page_chunks_aligned_and_apart():
     assert big.data_ptr() % (2 << 20) == 0 and big.numel() == 1024 * 300 * 64
     a.fill_(1), b.fill_(2), big.fill_(3)
     assert a.eq(1).all() and b.eq(2).all() and big.eq(3).all()
+
+
+def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_load():
+    """torch's build lock is a plain file: a build killed midway leaves it, and torch's loader
+    then waits on it for ever (tests hung so here). Under our flock it is known stale."""
+    import subprocess
+    import sys
+
+    gemv.build_dir().mkdir(parents=True, exist_ok=True)
+    (gemv.build_dir() / "lock").touch()
+    done = subprocess.run([sys.executable, "-c", "from posttrain.kernels import gemv; "
+                           "print(gemv.module() is not None)"], capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0 and done.stdout.split()[-1] == "True", done.stderr[-2000:]
+    assert not (gemv.build_dir() / "lock").exists()

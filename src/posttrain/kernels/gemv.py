@@ -5,6 +5,8 @@ docs/engine.md "Kernel plan"; how they work: docs/engine-kernels.md).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import logging
 import os
@@ -148,6 +150,17 @@ def _ninja_on_path() -> None:
     os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
+@contextlib.contextmanager
+def _build_lock():
+    """One builder at a time, across processes, by a lock the kernel drops when its holder dies.
+    torch's own lock is a file that a build killed midway leaves behind, and every later load
+    then waits on it for ever; holding ours, nobody else is building, so such a file is stale."""
+    with open(build_dir() / "posttrain.flock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        (build_dir() / "lock").unlink(missing_ok=True)
+        yield
+
+
 @functools.cache
 def module():
     """The compiled extension, or None (the reason logged once)."""
@@ -165,8 +178,10 @@ def module():
     if not any(build_dir().glob("*.so")):
         log.warning("building the decode GEMV kernels once, in %s (about 30 s on 2 cores)", build_dir())
     try:
-        return cpp_extension.load("posttrain_gemv", [str(CSRC / s) for s in SOURCES], extra_cflags=list(CFLAGS),
-                                  extra_include_paths=[str(CSRC)], build_directory=str(build_dir()))
+        with _build_lock():
+            return cpp_extension.load("posttrain_gemv", [str(CSRC / s) for s in SOURCES],
+                                      extra_cflags=list(CFLAGS), extra_include_paths=[str(CSRC)],
+                                      build_directory=str(build_dir()))
     except Exception as e:  # noqa: BLE001 - no compiler or ninja: the GEMM path still works
         log.warning("decode GEMV kernels did not build (%s): the linears keep their GEMM path",
                     str(e).splitlines()[0] if str(e) else type(e).__name__)
