@@ -24,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from posttrain.sandbox import hostdir
+
 RUNNER_SCRIPT = r"""
 exec 2>&1
 while IFS= read -r n; do
@@ -254,3 +256,26 @@ class Runner:
                 os.unlink(self.ctl / f"{self.n}.{ext}")
             except FileNotFoundError:
                 pass
+
+
+def oldest_child(pid: int) -> list[int]:
+    """The runner's bash: the first child of its namespace's init (orphans it adopts later
+    all started after it)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    started = {int(c): hostdir.process_start(int(c)) for c in children}
+    alive = [c for c, t in started.items() if t is not None]
+    return [min(alive, key=lambda c: int(started[c]))] if alive else []
+
+
+def once(fn):
+    """fn, callable many times, run only the first."""
+    done = []
+
+    def call():
+        if not done:
+            done.append(True)
+            fn()
+    return call

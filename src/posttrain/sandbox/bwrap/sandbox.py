@@ -9,7 +9,7 @@ namespace; the next exec starts a fresh runner, files stay. `mounts` on paths in
 bound read-only; other mounts (or spec.warm=False) run in a one-off bwrap of their own
 that shares the files but not the processes or the loopback network of the runner. The
 verifier runs in a one-off bwrap on its own copy of the files, inside the runner's
-network namespace (run_verifier, view.py).
+network namespace (verifier.py).
 What this covers and what it does not: docs/sandbox.md.
 """
 
@@ -25,42 +25,19 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import hostdir, servers
-from posttrain.sandbox.base import (KILLED_EXIT, Sandbox, SandboxSpec, VerifierRun, exit_code_of,
-                                    fresh_dir)
+from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, VerifierRun, exit_code_of
 from posttrain.sandbox.bwrap import args as bwrap_args
-from posttrain.sandbox.bwrap import seccomp, view
+from posttrain.sandbox.bwrap import seccomp, verifier
 from posttrain.sandbox.bwrap.launch import CgroupGone, Launcher, can_join_netns
 from posttrain.sandbox.bwrap.limits import Limits, killed_by
-from posttrain.sandbox.bwrap.runner import RUNNER_SCRIPT, Namespace, Runner, wrapper_script
+from posttrain.sandbox.bwrap.runner import (RUNNER_SCRIPT, Namespace, Runner, oldest_child, once,
+                                           wrapper_script)
 from posttrain.sandbox.capture import Captured, Sink, capture
 from posttrain.sandbox.cgroups import Cgroup
 from posttrain.types import ExecResult
 
 LONG_COMMAND = 100_000      # bytes; longer commands go through a file (one argv string <= 128 KiB)
 NETWORK_MODES = ("no-network", "public")
-
-
-def _oldest_child(pid: int) -> list[int]:
-    """The runner's bash: the first child of its namespace's init (orphans it adopts later
-    all started after it)."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    started = {int(c): hostdir.process_start(int(c)) for c in children}
-    alive = [c for c, t in started.items() if t is not None]
-    return [min(alive, key=lambda c: int(started[c]))] if alive else []
-
-
-def _once(fn):
-    """fn, callable many times, run only the first."""
-    done = []
-
-    def call():
-        if not done:
-            done.append(True)
-            fn()
-    return call
 
 
 class BwrapSandbox(Sandbox):
@@ -110,9 +87,7 @@ class BwrapSandbox(Sandbox):
         hostdir.write_owner(self.root, cgroups=cgroups, tmpfs=self._tmpfs, **extra)
 
     def verifier_path(self, sandbox_path_: str) -> Path:
-        frozen = self.root / view.VIEW
-        return hostdir.sandbox_path(frozen, sandbox_path_) if frozen.is_dir() else \
-            self.host_path(sandbox_path_)
+        return verifier.path(self.root, sandbox_path_)
 
     def _spawn(self, command: list[str], mounts: dict[str, Path] | None, staged: tuple[str, ...],
                **popen) -> Namespace:
@@ -199,7 +174,7 @@ class BwrapSandbox(Sandbox):
         self._stage(mounts)
         before = self.cgroup.counters() if self.cgroup else None
         fds, dummies = runner.begin(script)
-        on_done = _once(lambda: [os.close(fd) for fd in dummies])
+        on_done = once(lambda: [os.close(fd) for fd in dummies])
         self._busy = runner
         try:
             got = capture(fds, deadline=start + timeout_s, limit=self.spec.output_limit,
@@ -253,49 +228,7 @@ class BwrapSandbox(Sandbox):
 
     def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
                      tests: Path) -> VerifierRun:
-        """The verifier in a bwrap of its own: own pid and mount namespaces, its own copy of
-        the files as the agent phase left them (view.py), and the runner's network
-        namespace (held open here, so a survivor that ends the runner cannot take it away),
-        so servers the agent left still answer. Anything they write to their /logs/verifier
-        meanwhile makes the run `tampered`. Not root: as Harbor does."""
-        self.stop_all_but_servers()
-        netns = self._runner_netns()
-        if netns == -1:
-            return super().run_verifier(command, timeout_s, env, tests)
-        files: list[Path] = []
-        try:
-            script = self._script(command, env, files)
-            files.append(self.root / "ctl" / f"verify-{uuid.uuid4().hex[:8]}.sh")
-            files[-1].write_text(script)
-            agent_side = fresh_dir(self.host_path("/logs/verifier"))
-            self.give(agent_side)
-            areas = view.freeze(self.root, self.uid)
-            result = self._exec_oneshot(
-                f"/run/ctl/{files[-1].name}", timeout_s, {"/tests": tests}, areas=areas,
-                netns=f"/proc/{os.getpid()}/fd/{netns}" if netns is not None else None)
-        finally:
-            if netns is not None and netns >= 0:
-                os.close(netns)
-            for path in files:
-                path.unlink(missing_ok=True)
-        found = view.intruders(agent_side)
-        tampered = (f"while the tests ran, a process the agent left running wrote {found} to "
-                    "/logs/verifier") if found else ""
-        return VerifierRun(result, areas / "logs" / "verifier", tampered)
-
-    def _runner_netns(self) -> int | None:
-        """An fd on the runner's network namespace; None when the verifier needs none (no
-        runner, or the host network); -1 when one is needed but cannot be joined (not root)."""
-        runner = self._runner
-        init = runner.ns.init_pid() if runner and runner.alive else None
-        if init is None or self.spec.network == "public":
-            return None
-        if not can_join_netns():
-            return -1
-        try:
-            return os.open(f"/proc/{init}/ns/net", os.O_RDONLY)
-        except OSError:             # the runner ended just now: its servers went with it
-            return None
+        return verifier.run(self, command, timeout_s, env, tests)
 
     def _exec_oneshot(self, script_path: str, timeout_s: float, mounts: dict[str, Path],
                       **where) -> ExecResult:
@@ -345,7 +278,7 @@ class BwrapSandbox(Sandbox):
 
     def reset(self) -> None:
         super().reset()
-        view.drop(self.root)
+        verifier.drop(self.root)
 
     def stop_processes(self) -> None:
         """Kill the runner's namespace and any one-off exec; the next exec starts afresh."""
@@ -367,7 +300,7 @@ class BwrapSandbox(Sandbox):
             init = runner.ns.init_pid() if runner and runner.alive else None
             if init is None:
                 return
-            keep = {init, *_oldest_child(init)}
+            keep = {init, *oldest_child(init)}
             if not servers.kill_all_but_servers(lambda: servers.namespace_pids(init), keep):
                 self._kill_runner()
 
