@@ -79,6 +79,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def left(pids: Iterable[int], keep: set[int]) -> list[int]:
+    """The pids still running, other than `keep`."""
+    return [p for p in pids if p not in keep and _alive(p)]
+
+
 def kill_all_but_servers(pids_of: Callable[[], Iterable[int]], keep: set[int],
                          timeout_s: float = 5.0) -> bool:
     """SIGKILL every pid from pids_of() that is neither kept nor serving, again until none
@@ -86,7 +91,7 @@ def kill_all_but_servers(pids_of: Callable[[], Iterable[int]], keep: set[int],
     the caller then stops everything."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        rest = [p for p in pids_of() if p not in keep and _alive(p)]
+        rest = left(pids_of(), keep)
         victims = set(rest) - serving(rest)
         if not victims:
             return True

@@ -11,7 +11,8 @@ with their modes and times, without moving the source's atime (validate/reads.py
 the verifier's reads by atime); sockets and FIFOs are hard links to the same inode, so a
 server's Unix socket still answers the tests. Anything a survivor writes to its own
 /logs/verifier meanwhile makes the run `tampered`. Without root (no way into the runner's
-network) the verifier runs as Harbor runs it (Sandbox.run_verifier).
+network) the verifier runs as Harbor runs it (Sandbox.run_verifier); so it does when nothing
+the agent started is left running, since then nothing can interfere.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import stat
 import uuid
 from pathlib import Path
 
+from posttrain.sandbox import servers
 from posttrain.sandbox.base import Sandbox, VerifierRun, fresh_dir
 from posttrain.sandbox.bwrap.launch import can_join_netns
+from posttrain.sandbox.bwrap.runner import oldest_child
 from posttrain.sandbox.hostdir import WRITABLE, chown_tree, sandbox_path
 
 VIEW = "verify"
@@ -32,6 +35,9 @@ VIEW = "verify"
 def run(sb, command: str, timeout_s: float, env: dict[str, str], tests: Path) -> VerifierRun:
     """Sandbox.run_verifier for a BwrapSandbox (sandbox.py)."""
     sb.stop_all_but_servers()
+    if not _survivors(sb):      # nothing the agent started runs: the warm runner is safe, and
+        drop(sb.root)           # 30-40 ms a run cheaper than a bwrap and a copy of the files
+        return Sandbox.run_verifier(sb, command, timeout_s, env, tests)
     netns = _runner_netns(sb)
     if netns == -1:
         return Sandbox.run_verifier(sb, command, timeout_s, env, tests)
@@ -55,6 +61,14 @@ def run(sb, command: str, timeout_s: float, env: dict[str, str], tests: Path) ->
     tampered = (f"while the tests ran, a process the agent left running wrote {found} to "
                 "/logs/verifier") if found else ""
     return VerifierRun(result, areas / "logs" / "verifier", tampered)
+
+
+def _survivors(sb) -> bool:
+    """Whether any process the agent started still runs in the runner's namespace."""
+    runner = sb._runner
+    init = runner.ns.init_pid() if runner and runner.alive else None
+    return init is not None and bool(servers.left(servers.namespace_pids(init),
+                                                  {init, *oldest_child(init)}))
 
 
 def _runner_netns(sb) -> int | None:
