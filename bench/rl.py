@@ -125,7 +125,7 @@ def trl_run(init: Path, prompts: list[Prompt], size: dict, out: Path, lr: float,
     data = Dataset.from_list([{"prompt": p.text, "target": p.target} for p in prompts])
 
     def reward(completions, target, **_):
-        return [similarity_reward(c, Prompt("", "", t)) for c, t in zip(completions, target)]
+        return [similarity_reward(c, Prompt("", "", t)).value for c, t in zip(completions, target)]
 
     g, b = size["group"], size["trl_groups"]
     flags = trl_flags(size, lr)

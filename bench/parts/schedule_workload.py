@@ -28,6 +28,7 @@ from posttrain.engine.paged.local import LocalEngine
 from posttrain.engine.process import ProcessEngine
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.weights import LockedEngine
@@ -41,7 +42,7 @@ MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_ke
 
 
 @dataclass
-class SleepEnv:
+class SleepEnv(Environment):
     task_ids: list[str]
     pass_rates: list[float]
     tokenizer: object

@@ -12,6 +12,15 @@ EpisodeStatus = Literal[
 ]
 
 
+@dataclass(frozen=True)
+class Reward:
+    """What every reward function returns: the reward and named details beside it (e.g. the
+    instruct suite's `strict` and `met:FAMILY`), recorded on the episode, never trained on."""
+
+    value: float
+    details: dict[str, float] = field(default_factory=dict)
+
+
 @dataclass
 class ExecResult:
     """What one command in a sandbox did. Output is capped; `truncated` says if it was."""

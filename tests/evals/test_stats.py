@@ -182,3 +182,13 @@ def test_t_interval_of_a_bounded_score_stays_in_its_bounds():
     assert stats.clustered_mean_ci(scores).ci_low < 0            # unbounded: mean +- t * SE as is
     ci = stats.clustered_mean_ci(scores, bounds=(0.0, 1.0))
     assert ci.method == "t" and (ci.ci_low, ci.ci_high) == (0.0, 1.0) and ci.mean == 0.5
+
+
+def test_paired_gain_is_after_minus_before():
+    before, after = {"a": [0.0, 0.5], "b": [0.2], "c": [0.1]}, {"a": [1.0, 0.5], "b": [0.6], "c": [0.4]}
+    g = stats.paired_gain(before, after)
+    d = stats.paired_compare(after, before)
+    assert g == {"paired_diff": d.diff, "paired_ci_low": d.ci_low, "paired_ci_high": d.ci_high,
+                 "paired_p": d.p_value, "paired_n_tasks": 3}
+    assert g["paired_diff"] == pytest.approx(0.4)
+    assert stats.paired_gain(before, after, "paired_strict")["paired_strict_diff"] == g["paired_diff"]

@@ -58,9 +58,9 @@ def test_envs_from_a_generated_set_use_the_template_and_the_suites_scorer(tmp_pa
                                              tokenize=False, add_generation_prompt=True)
     assert env.stop_token_ids == [tok.eos_token_id] and env.temperature == 1.0
     assert held.temperature == 0.0 and held.group_size == 1        # greedy held-out evals
-    reward, details = env.reward_fn(task.oracle_reply(), p)
-    assert reward == 1.0 and details["strict"] == 1.0
-    assert env.reward_fn("", p)[0] < 1.0
+    reward = env.reward_fn(task.oracle_reply(), p)
+    assert reward.value == 1.0 and reward.details["strict"] == 1.0
+    assert env.reward_fn("", p).value < 1.0
 
 
 def test_a_group_shares_one_prefill(tmp_path, splits, checkpoint):

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.schedule.sampler import TaskSampler
@@ -16,7 +17,7 @@ from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 B, S = 2, 1   # groups per step, issue bound
 
 
-class HeldEnv:
+class HeldEnv(Environment):
     """The real env, except that the group of uid `held` returns only once `release` is set."""
 
     def __init__(self, env, held: int):

@@ -44,9 +44,9 @@ def test_one_call_per_batch_and_repeats_come_from_the_cache():
         judge = _judge(server, tok)
         a, b = Prompt("a", "copy: echo hi", "echo hi"), Prompt("b", "copy: ls", "ls")
         first = judge.score_batch([("echo hi", a), ("echo hi", a), ("ls", b)])
-        assert [r for r, _ in first] == [0.7, 0.7, 0.7] and server.requests == 1
+        assert [r.value for r in first] == [0.7, 0.7, 0.7] and server.requests == 1
         again = judge.score_batch([("ls", b), ("cat", b)])
-        assert [r for r, _ in again] == [0.7, 0.7] and server.requests == 2
+        assert [r.value for r in again] == [0.7, 0.7] and server.requests == 2
         m = judge.metrics()
         assert m["judge_requests"] == 3 and m["judge_cache_hit_rate"] == 2 / 5
         assert judge.judge_s > 0 and m["judge_calls_per_s"] == pytest.approx(3 / judge.judge_s)
@@ -61,7 +61,7 @@ def test_a_judge_that_fails_makes_episode_errors_not_rewards():
     prompts = [Prompt("p", frame("copy: echo hi"), "echo hi"), Prompt("q", frame("copy: ls"), "ls")]
     try:
         judge = _judge(server, tok)
-        env = SingleTurnEnv(prompts, tok, judge, group_size=2, max_tokens=4, stop_token_ids=[end_id])
+        env = SingleTurnEnv(prompts, tok, judge, group_size=2, max_tokens=4, stop_token_ids=[end_id], judged=True)
         engine = LocalEngine(build_tiny_model(len(tok), seed=0), tok)
         group, = env.run([GroupJob(0, 0, "p", seed=1)], engine)
         assert [e.status for e in group] == ["verifier_error"] * 2

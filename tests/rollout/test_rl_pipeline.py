@@ -14,6 +14,7 @@ from posttrain.rollout.single_turn import similarity_reward
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.train.losses import LOSSES
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
+from posttrain.types import Reward
 
 
 def timing(key: str) -> bool:
@@ -95,7 +96,7 @@ def test_a_raising_reward_function_is_recorded_and_the_run_goes_on(make_parts):
     def flaky(text, prompt):
         if prompt.id.endswith(("1", "3")):
             raise RuntimeError("boom")
-        return len(text) / 10.0
+        return Reward(len(text) / 10.0)
     pipe, rows = _run(make_parts, steps=2, max_staleness=0, env_kw={"reward_fn": flaky})
     assert len(rows) == 2 and rows[-1]["finished_verifier_error_total"] > 0
     assert any(r["skipped"] == 0 for r in rows)  # the prompts whose reward works still train
@@ -277,7 +278,7 @@ def test_a_rollout_that_fails_in_the_engine_process_is_an_error_there_and_it_goe
     from posttrain.rollout.weights import LockedEngine
     from posttrain.schedule.sampler import GroupJob
 
-    env, model, _ = make_parts(reward_fn=lambda text, prompt: 1.0)
+    env, model, _ = make_parts(reward_fn=lambda text, prompt: Reward(1.0))
     with ProcessEngine(model, env.tokenizer) as child:
         engine = LockedEngine(child)
         with pytest.raises(EngineProcessError, match="bind: cannot send"):

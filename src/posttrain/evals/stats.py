@@ -212,6 +212,14 @@ def paired_compare(a: Scores, b: Scores, confidence: float = 0.95) -> PairedDiff
                       len(set(a) - set(b)), len(set(b) - set(a)), method)
 
 
+def paired_gain(before: Scores, after: Scores, name: str = "paired") -> dict[str, float]:
+    """after - before on the same tasks (paired_compare), as a run's summary.json records it:
+    NAME_diff, NAME_ci_low, NAME_ci_high, NAME_p and NAME_n_tasks."""
+    d = paired_compare(after, before)
+    return {f"{name}_diff": d.diff, f"{name}_ci_low": d.ci_low, f"{name}_ci_high": d.ci_high,
+            f"{name}_p": d.p_value, f"{name}_n_tasks": d.n_tasks}
+
+
 def zero_spread_interval(c: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """An interval for the mean difference when all n per-task differences equal c.
 

@@ -23,7 +23,7 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1, pass_scores
-from posttrain.evals.stats import paired_compare
+from posttrain.evals.stats import paired_gain
 from posttrain.machine import cpu_info
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
 from posttrain.recipes.config import QuickstartConfig
@@ -121,14 +121,6 @@ def _evaluate(cfg, engine, framer, tasks, phases, label: str, run_dir: Path) -> 
     return summary, pass_scores(episodes)
 
 
-def paired_gain(after: dict[str, list[float]], before: dict[str, list[float]]) -> dict:
-    """RL - SFT on the same held-out tasks and samples: the paired, task-clustered difference
-    (the test with power here, since the starting point moves a lot between seeds)."""
-    d = paired_compare(after, before)
-    return {"paired_diff": d.diff, "paired_ci_low": d.ci_low, "paired_ci_high": d.ci_high,
-            "paired_p": d.p_value, "paired_n_tasks": d.n_tasks}
-
-
 def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None) -> dict:
     """Run the whole recipe; returns summary.json's content. A run that fails leaves no
     directory behind (nothing in it could be resumed)."""
@@ -173,5 +165,7 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
     engine_info = {"dtype": engine.dtype.name, "dtype_reason": engine.dtype.reason,
                    "batch_invariant": engine.config.batch_invariant, "attention": engine.attention_backend[0],
                    "gemm": engine.gemm}
-    return {"eval_before": before, "eval_after": after, **paired_gain(after_scores, before_scores),
+    # RL - SFT on the same held-out tasks and samples, paired by task: the test with power here,
+    # since the starting point moves a lot between seeds
+    return {"eval_before": before, "eval_after": after, **paired_gain(before_scores, after_scores),
             "engine": engine_info, "kernel_plan": engine.plan.as_dict()}, history

@@ -32,8 +32,8 @@ from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_tr
 from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_engines import kernel_plan_of, rollout_engine
 from posttrain.recipes.rl_env import EPISODES, build_env
-from posttrain.recipes.rl_heldout import paired_gain, single_turn_eval
-from posttrain.rollout.envs import SandboxEnv
+from posttrain.recipes.rl_heldout import heldout_gain, single_turn_eval
+from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
 from posttrain.rollout.replay import replay
@@ -57,17 +57,24 @@ def _prepare_run_dir(cfg: RLRunConfig, resume: bool, overwrite: bool) -> Path:
     return fresh_run_dir(cfg, run_dir, overwrite, "--overwrite, --resume or another name")
 
 
-def evaluate(env, engine, cfg: RLRunConfig, seed: int, progress=None) -> dict:
+def _pass_at_1(env, engine, cfg: RLRunConfig, seed: int, progress) -> dict:
+    params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
+    summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent,
+                                    progress=progress)
+    return summary
+
+
+# Each env's held-out score, by what it declares (Environment.held_out).
+HELD_OUT = {"pass@1": _pass_at_1,
+            "reward": lambda env, engine, cfg, seed, progress: single_turn_eval(env, engine, seed, progress)}
+
+
+def evaluate(env: Environment, engine, cfg: RLRunConfig, seed: int, progress=None) -> dict:
     """Held-out pass@1 (sandbox tasks) or mean reward (single-turn), task-clustered 95% CI;
     `progress(n)`: n more of its len(task_ids) * group_size episodes finished."""
     if not env.task_ids:
         return {}
-    if isinstance(env, SandboxEnv):
-        params = SamplingParams(temperature=cfg.rollout.temperature, seed=seed)
-        summary, _ = evaluate_pass_at_1(env.tasks, engine, env.framer, env.group_size, params, env.agent,
-                                        progress=progress)
-        return summary
-    return single_turn_eval(env, engine, seed, progress)
+    return HELD_OUT[env.held_out](env, engine, cfg, seed, progress)
 
 
 def _evaluate(env, engine, cfg: RLRunConfig, phases: Phases, label: str) -> dict:
@@ -165,7 +172,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             contextlib.ExitStack() as stack, Preempted() as preempted:
         executor = stack.enter_context(make_executor(cfg, run_dir))
         env, held_env, model, tok, domain_ids = build_env(cfg, run_dir, ckpt, _warn(console))
-        judge = env.reward_fn if getattr(env, "judged", False) else None   # rollout/judge.py
+        judge = env.reward_fn if env.judged else None   # rollout/judge.py
         engine, env = stack.enter_context(rollout_engine(cfg, model, tok, env))
         trainer = make_trainer(cfg, model, tok.pad_token_id, run_dir)
         stack.callback(trainer.close)
@@ -212,7 +219,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
                     "audit": pipeline.audit()}
         after = _evaluate(held_env, engine, cfg, phases, "eval_after")
     return {"eval_before": extra["eval_before"], "eval_after": after, "steps": pipeline.step,
-            **paired_gain(extra["eval_before"], after),
+            **heldout_gain(extra["eval_before"], after),
             "steps_trained": pipeline.step - extra["skipped_steps"],
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),

@@ -21,7 +21,7 @@ from posttrain.models.rope import with_rope_scaling
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
 from posttrain.recipes.domains import read_task_dir, sandbox_tasks
 from posttrain.recipes.rl_config import RLRunConfig
-from posttrain.rollout.envs import SandboxEnv, SingleTurnEnv
+from posttrain.rollout.envs import Environment, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.judge import open_judge
 from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts
 from posttrain.types import Episode
@@ -34,8 +34,8 @@ Warn = Callable[[str], None]
 class RunParts(NamedTuple):
     """What build_env returns; domain_ids (each domain's task ids) is make_scheduler's input."""
 
-    env: object
-    held_env: object
+    env: Environment
+    held_env: Environment
     model: object
     tokenizer: object
     domain_ids: list[list[str]]
@@ -137,9 +137,9 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     frame, end_id = single_turn(tok)
     train, held = copy_prompts(t.n_train, cfg.seed, frame=frame), copy_prompts(t.n_eval, cfg.seed + 1, frame=frame)
     judge = _judge(cfg)
-    kw = dict(tokenizer=tok, reward_fn=judge or REWARDS[t.reward], max_tokens=t.max_tokens,
-              max_context=model.config.max_position_embeddings, temperature=cfg.rollout.temperature,
-              stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
+    kw = dict(tokenizer=tok, reward_fn=judge or REWARDS[t.reward], judged=judge is not None,
+              max_tokens=t.max_tokens, max_context=model.config.max_position_embeddings,
+              temperature=cfg.rollout.temperature, stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
     env = SingleTurnEnv(train, group_size=g, lengths=cfg.rollout.length_curriculum, **kw)
     return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
 
@@ -189,9 +189,9 @@ def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) ->
     train = _prompts(train_tasks, frame, t.path)
     held = _prompts(held_tasks, frame, t.eval_path or t.path)
     judge = _judge(cfg)
-    kw = dict(tokenizer=tok, reward_fn=judge or reply_score, max_tokens=t.max_tokens,
-              max_context=model.config.max_position_embeddings, stop_token_ids=[end_id],
-              chunk_tokens=t.chunk_tokens)
+    kw = dict(tokenizer=tok, reward_fn=judge or reply_score, judged=judge is not None,
+              max_tokens=t.max_tokens, max_context=model.config.max_position_embeddings,
+              stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
     env = SingleTurnEnv(train, group_size=cfg.rollout.group_size, temperature=cfg.rollout.temperature,
                         lengths=cfg.rollout.length_curriculum, **kw)
     return RunParts(env, SingleTurnEnv(held, group_size=1, temperature=0.0, **kw), model, tok, [env.task_ids])

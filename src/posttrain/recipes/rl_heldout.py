@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from posttrain.evals.stats import clustered_mean_ci, paired_compare
+from posttrain.evals.stats import clustered_mean_ci, paired_gain
 from posttrain.schedule.sampler import GroupJob
 
 REWARD_BOUNDS = (0.0, 1.0)   # every single-turn reward (rollout.single_turn.REWARDS) is in [0, 1]
@@ -29,7 +29,7 @@ def single_turn_scores(env, engine, seed: int, progress=None) -> tuple[dict[str,
 
 def single_turn_eval(env, engine, seed: int, progress=None) -> dict:
     """Mean reward with its task-clustered 95% CI; with strict scores also their mean, and each
-    task's scores (what `paired_gain` pairs, kept so a resumed run can still pair them)."""
+    task's scores (what `heldout_gain` pairs, kept so a resumed run can still pair them)."""
     rewards, strict = single_turn_scores(env, engine, seed, progress)
     ci = clustered_mean_ci(rewards, bounds=REWARD_BOUNDS)
     out = {"reward_mean": ci.mean, "ci_low": ci.ci_low, "ci_high": ci.ci_high,
@@ -40,15 +40,14 @@ def single_turn_eval(env, engine, seed: int, progress=None) -> dict:
     return out
 
 
-def paired_gain(before: dict, after: dict) -> dict:
-    """After - before on the same held-out tasks (paired by task, 95% CI): the partial score,
-    and the strict one beside it. Empty unless both evals kept their per-task scores."""
+def heldout_gain(before: dict, after: dict) -> dict:
+    """After - before on the same held-out tasks (evals.stats.paired_gain: paired by task, 95%
+    CI): the partial score, and the strict one beside it. Empty unless both evals kept their
+    per-task scores."""
     if "scores" not in before or "scores" not in after:
         return {}
-    d = paired_compare(after["scores"], before["scores"])
-    s = paired_compare(after["strict_scores"], before["strict_scores"])
+    strict = paired_gain(before["strict_scores"], after["strict_scores"], "paired_strict")
     return {"heldout_partial_before": before["reward_mean"], "heldout_partial_after": after["reward_mean"],
             "heldout_strict_before": before["strict_mean"], "heldout_strict_after": after["strict_mean"],
-            "paired_diff": d.diff, "paired_ci_low": d.ci_low, "paired_ci_high": d.ci_high,
-            "paired_p": d.p_value, "paired_n_tasks": d.n_tasks,
-            "paired_strict_diff": s.diff, "paired_strict_ci_low": s.ci_low, "paired_strict_ci_high": s.ci_high}
+            **paired_gain(before["scores"], after["scores"]),
+            **{k: strict[k] for k in ("paired_strict_diff", "paired_strict_ci_low", "paired_strict_ci_high")}}

@@ -6,12 +6,14 @@ with agent.otel set, a trace per episode, and with `checkpoints` a checkpoint of
 after every turn (agent/checkpoint.py). SingleTurnEnv: one reply per
 prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
 InEngineProcess: an env whose episodes run wholly in the engine's child process.
+Each is an `Environment`, which declares what callers would otherwise probe its class for.
 A reward function that raises, or a prompt that does not fit the context, becomes a
 recorded episode status; the run goes on.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import time
@@ -27,7 +29,7 @@ from posttrain.rollout.length import LengthStage, budgets_at
 from posttrain.schedule.config import ContextConfig
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import Task
-from posttrain.types import Episode
+from posttrain.types import Episode, Reward
 
 
 def capped(task: Task, timeout_s: float | None) -> Task:
@@ -38,8 +40,26 @@ def capped(task: Task, timeout_s: float | None) -> Task:
     return dataclasses.replace(task, config=task.config.model_copy(update={"agent": agent}))
 
 
+class Environment(abc.ABC):
+    """What every environment offers: its task ids, a wave of groups run on an engine, and
+    three declarations that callers read instead of asking which class it is."""
+
+    # Its waves only wait on an engine process: the Pipeline pins their worker to its cores.
+    waits_on_engine: bool = False
+    # Scored by a judge model (rollout/judge.py): its reward_fn is a JudgeReward, whose
+    # metrics each training step logs.
+    judged: bool = False
+    # Its held-out score (recipes/rl.py): "pass@1" of sandbox episodes, or the mean "reward".
+    held_out: str = "reward"
+    task_ids: list[str]
+
+    @abc.abstractmethod
+    def run(self, jobs: list[GroupJob], engine: Engine) -> list[list[Episode]]:
+        """One list of group_size episodes per job (episodes that failed carry their status)."""
+
+
 @dataclasses.dataclass
-class SandboxEnv:
+class SandboxEnv(Environment):
     tasks: list[Task]
     framer: ChatFramer
     agent: AgentConfig
@@ -50,6 +70,7 @@ class SandboxEnv:
     checkpoints: Path | None = None    # episode checkpoints' root; a rerun group resumes there
     lengths: list[LengthStage] = dataclasses.field(default_factory=list)   # rollout/length.py
     _tracer: object = dataclasses.field(default=None, init=False, repr=False)
+    held_out = "pass@1"
 
     @property
     def task_ids(self) -> list[str]:
@@ -93,12 +114,12 @@ class Prompt:
     target: str
 
 
-# A reward, or (reward, details) such as rollout.single_turn.reply_score's strict and met:FAMILY.
-RewardFn = Callable[[str, Prompt], "float | tuple[float, dict[str, float]]"]
+# The reward of a reply, with details such as rollout.single_turn.reply_score's strict and met:FAMILY.
+RewardFn = Callable[[str, Prompt], Reward]
 
 
 @dataclasses.dataclass
-class SingleTurnEnv:
+class SingleTurnEnv(Environment):
     prompts: list[Prompt]
     tokenizer: object
     reward_fn: RewardFn
@@ -109,6 +130,8 @@ class SingleTurnEnv:
     stop_token_ids: list[int] = dataclasses.field(default_factory=list)
     chunk_tokens: int | None = None  # sample replies this many tokens per generate call
     lengths: list[LengthStage] = dataclasses.field(default_factory=list)   # rollout/length.py
+    # reward_fn is a judge (rollout/judge.py JudgeReward): one score_batch call per wave
+    judged: bool = False
 
     @property
     def task_ids(self) -> list[str]:
@@ -140,11 +163,6 @@ class SingleTurnEnv:
             for ep, p in live:
                 self._record(ep, self._call_reward(self._reply(ep), p))
         return out
-
-    @property
-    def judged(self) -> bool:
-        """Scored by a judge model (rollout/judge.py): one batched call per wave."""
-        return hasattr(self.reward_fn, "score_batch")
 
     def _generate(self, episodes: list[Episode], engine: Engine, seed: int) -> None:
         """Sample replies, chunk_tokens at a time when set: each chunk is its own generate
@@ -182,21 +200,20 @@ class SingleTurnEnv:
 
     @staticmethod
     def _record(ep: Episode, out) -> None:
-        """Set the reward from the reward function's result; an exception or a non-finite
-        reward makes the episode a verifier_error (recorded, never trained)."""
+        """Set the reward from the reward function's Reward; the exception it raised or a
+        non-finite reward makes the episode a verifier_error (recorded, never trained)."""
         try:
-            if isinstance(out, Exception):
+            if isinstance(out, Exception):   # what _call_reward caught or the judge gave
                 raise out
-            reward, details = out if isinstance(out, tuple) else (out, {})
-            reward = float(reward)
+            reward = float(out.value)
             if not math.isfinite(reward):
                 raise ValueError(f"reward is {reward}")
-            ep.reward, ep.reward_details = reward, dict(details)
+            ep.reward, ep.reward_details = reward, dict(out.details)
         except Exception as e:
             ep.status, ep.error = "verifier_error", f"reward function raised {type(e).__name__}: {e}"
 
 
-class InEngineProcess:
+class InEngineProcess(Environment):
     """`env`'s episodes run wholly in the engine's child process (engine/process.py):
     prompts tokenized, replies sampled, decoded and scored there, so the trainer's process
     only receives finished episodes and its interpreter is left to training. For envs whose
@@ -207,8 +224,8 @@ class InEngineProcess:
     # while the child idles: it belongs on the child's core (Pipeline pins it there).
     waits_on_engine = True
 
-    def __init__(self, env, engine):
-        self.env = env
+    def __init__(self, env: Environment, engine):
+        self.env, self.judged, self.held_out = env, env.judged, env.held_out
         self._handle = engine.bind(env.run)
 
     @property

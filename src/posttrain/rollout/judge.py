@@ -24,6 +24,7 @@ from pydantic import Field
 from posttrain.config_base import StrictModel
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.errors import EngineError
+from posttrain.types import Reward
 
 DEFAULT_TEMPLATE = ("Rate the reply to the task from 0 to 10.\nTask: {prompt}\nReference: {target}\n"
                     "Reply: {reply}\nAnswer with the number only.")
@@ -57,7 +58,7 @@ def parse_score(answer: str, scale: float) -> float:
 
 @dataclass
 class JudgeReward:
-    """`score_batch([(reply, prompt), ...])`: per item (reward, details) or the JudgeError."""
+    """`score_batch([(reply, prompt), ...])`: per item its Reward or the JudgeError."""
 
     engine: Engine
     tokenizer: object
@@ -81,9 +82,9 @@ class JudgeReward:
             out.append(answer if isinstance(answer, Exception) else self._scored(answer))
         return out
 
-    def _scored(self, answer: str):
+    def _scored(self, answer: str) -> Reward | JudgeError:
         try:
-            return parse_score(answer, self.config.scale), {}
+            return Reward(parse_score(answer, self.config.scale))
         except JudgeError as e:
             return e
 

@@ -109,7 +109,7 @@ class RolloutLoop:
     def _pin_worker(self) -> None:
         """A worker that only waits on an engine process runs on that process's cores, off the
         trainer's."""
-        if getattr(self.env, "waits_on_engine", False) and self.engine.cores:
+        if self.env.waits_on_engine and self.engine.cores:
             os.sched_setaffinity(threading.get_native_id(), self.engine.cores)
 
     def _poll_s(self) -> float:

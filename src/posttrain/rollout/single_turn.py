@@ -22,6 +22,7 @@ from posttrain.rollout.envs import Prompt
 from posttrain.tasks import Task
 from posttrain.tasks.suites import score_reply
 from posttrain.tasks.suites.terminal_basics import WORDS
+from posttrain.types import Reward
 
 
 def copy_prompts(n: int, seed: int, words: int = 2,
@@ -36,9 +37,9 @@ def copy_prompts(n: int, seed: int, words: int = 2,
     return out
 
 
-def similarity_reward(text: str, prompt: Prompt) -> float:
+def similarity_reward(text: str, prompt: Prompt) -> Reward:
     """difflib ratio between the reply (stripped) and the target phrase."""
-    return difflib.SequenceMatcher(None, text.strip(), prompt.target).ratio()
+    return Reward(difflib.SequenceMatcher(None, text.strip(), prompt.target).ratio())
 
 
 def task_prompts(tasks: list[Task], frame: Callable[[str], str] = embedded_user_turn) -> list[Prompt]:
@@ -50,14 +51,14 @@ def task_prompts(tasks: list[Task], frame: Callable[[str], str] = embedded_user_
     return [Prompt(t.id, frame(t.instruction.strip()), json.dumps(t.config.metadata)) for t in tasks]
 
 
-def reply_score(text: str, prompt: Prompt) -> tuple[float, dict[str, float]]:
-    """(reward, details: strict and each constraint met) of a reply to a task prompt."""
-    return score_reply(json.loads(prompt.target), text)
+def reply_score(text: str, prompt: Prompt) -> Reward:
+    """The reward of a reply to a task prompt, with details: strict and each constraint met."""
+    return Reward(*score_reply(json.loads(prompt.target), text))
 
 
-def reply_reward(text: str, prompt: Prompt) -> float:
-    """The suite's reward for a reply (instruct: the fraction of constraints met)."""
-    return reply_score(text, prompt)[0]
+def reply_reward(text: str, prompt: Prompt) -> Reward:
+    """The suite's reward for a reply (instruct: the fraction of constraints met), no details."""
+    return Reward(reply_score(text, prompt).value)
 
 
 REWARDS = {"similarity": similarity_reward, "reply": reply_reward}

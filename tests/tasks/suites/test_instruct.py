@@ -14,6 +14,7 @@ from posttrain.errors import PosttrainError
 from posttrain.rollout.single_turn import REWARDS, reply_score, task_prompts
 from posttrain.tasks import load_tasks
 from posttrain.tasks.suites import generate, score_reply
+from posttrain.types import Reward
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.runner import validate_task
 from posttrain.validate.state import CheckStore
@@ -146,8 +147,8 @@ def test_task_prompts_carry_the_reward(train):
     assert [p.id for p in prompts] == [t.id for t in train[:3]]
     assert train[0].instruction.strip() in prompts[0].text
     assert json.loads(prompts[0].target)["constraints"] == train[0].config.metadata["constraints"]
-    assert REWARDS["reply"](train[0].files["solution/reply.md"], prompts[0]) == 1.0
-    assert reply_score("", prompts[0]) == (0.0, {"strict": 0.0} | {
+    assert REWARDS["reply"](train[0].files["solution/reply.md"], prompts[0]).value == 1.0
+    assert reply_score("", prompts[0]) == Reward(0.0, {"strict": 0.0} | {
         f"met:{f}": 0.0 for f in train[0].config.metadata["families"]})
 
 

@@ -21,6 +21,7 @@ from posttrain.cluster.actor_pool import ActorPool
 from posttrain.cluster.config import ClusterConfig
 from posttrain.cluster.ray_cluster import bundle, check_total, connect, placement
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.rollout.envs import Environment
 from posttrain.rollout.executors.base import WaveLost
 from posttrain.rollout.executors.ray_actors import EngineLost, EngineReplica, SandboxActor
 from posttrain.types import Completion
@@ -56,11 +57,12 @@ class DriverEngine(Engine):
         self.replicas.publish(ray.put(_state(model)), version)
 
 
-class RemoteEnv:
+class RemoteEnv(Environment):
     """The env's waves, each on an idle sandbox actor, its tokens from one engine replica."""
 
-    def __init__(self, env, sandboxes: ActorPool, replicas: ActorPool):
+    def __init__(self, env: Environment, sandboxes: ActorPool, replicas: ActorPool):
         self.env, self.sandboxes, self.replicas = env, sandboxes, replicas
+        self.judged, self.held_out = env.judged, env.held_out
         self.group_size = env.group_size
 
     @property
