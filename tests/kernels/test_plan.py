@@ -40,7 +40,7 @@ TABLE = [
     (AVX2, "float32", DEFAULT, "avx2", {ALL: "mkl"}, "torch", False),
     (AVX2, "bfloat16", INT8, "avx2", {"1-2": "aten_int8", "3+": "onednn"}, "torch", False),
     (ZEN4, "float32", PlanOptions(gemv_off=True), "avx512_bf16", {ALL: "mkl"}, "torch", False),
-    (ZEN4, "float32", PlanOptions(packed=False, device="cuda"), "avx512_bf16", {ALL: "f_linear"}, "torch", False),
+    (ZEN4, "float32", PlanOptions(packed=False, device="cuda"), "cuda", {ALL: "f_linear"}, "torch", False),  # a GPU's plan
 ]
 
 

@@ -43,6 +43,7 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
         assert e["pass_at_1"] * 12 == pytest.approx(round(e["pass_at_1"] * 12), abs=1e-9)
         assert e["ci_low"] <= e["pass_at_1"] <= e["ci_high"]
     assert summary["cpu"]["model"] and summary["cpu"]["model"] in (run / "report.html").read_text()
+    assert summary["device"]["device"] == "cpu" and summary["device"]["gpu"] is None  # auto, with no GPU here
     assert "RL &minus; SFT" in (run / "report.html").read_text() and "RL - SFT" in r.stdout
     assert (run / "checkpoint" / "model.safetensors").is_file()
     assert (run / "checkpoint" / "tokenizer.json").is_file()
@@ -59,8 +60,8 @@ def test_quick_quickstart_writes_the_whole_run_dir(tmp_path):
     assert all(r["mismatch_max_abs"] < 1e-4 for r in rows if r["phase"] == "rl")
     assert json.loads((run / "config.json").read_text())["rl"]["steps"] == 2
 
-    # Same seed, same machine → same metrics (timings aside).
-    r2 = _run(tmp_path, "--name", "b")
+    # Same seed, same machine, the device named rather than "auto" → same metrics (timings aside).
+    r2 = _run(tmp_path, "--name", "b", "--set", 'device="cpu"')
     assert r2.returncode == 0, r2.stderr
     strip = ("step_time_s", "forward_s", "backward_s", "rollout_s", "step_wall_s")
     rows = [[{k: v for k, v in json.loads(line).items() if k not in strip}
@@ -110,6 +111,16 @@ def test_existing_run_dir_is_not_overwritten_silently(tmp_path):
 def test_bad_config_is_a_clear_error(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, "quick", [override])
+
+
+def test_a_gpu_asked_for_where_there_is_none_is_one_line(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = _run(tmp_path, "--set", 'device="cuda"')
+    assert r.returncode == 2 and not (tmp_path / "quickstart").exists()
+    assert r.stderr.strip().count("\n") == 0 and "torch sees no CUDA GPU" in r.stderr
 
 
 def test_bad_config_through_cli_is_one_line(tmp_path):

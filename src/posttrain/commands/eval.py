@@ -74,6 +74,8 @@ def run_eval(
                                           "waits for an answer; then it is denied."),
     approve_token_env: str = typer.Option("POSTTRAIN_APPROVAL_TOKEN", help="--approve-http: the variable "
                                           "holding the bearer token (needed off loopback)."),
+    device: str = typer.Option("auto", help="A checkpoint's embedded engine: auto (a GPU where torch "
+                               "sees one, else the CPU) | cpu | cuda | cuda:N (docs/gpu.md)."),
 ) -> None:
     """Run (or resume) an eval job: every task k times, results under JOBS_DIR/JOB."""
     if ctx.invoked_subcommand:
@@ -96,7 +98,7 @@ def run_eval(
                     max_infra_retries=max_infra_retries, denominator=denominator)
     req = EvalRequest(tasks, model, k, jobs, base_url, api_key_env, job, jobs_dir, sandbox,
                       prices, settings=settings, protocol=protocol, served_model=served_model,
-                      context=list(context), otel_endpoint=otel_endpoint, manifest=manifest)
+                      context=list(context), otel_endpoint=otel_endpoint, manifest=manifest, device=device)
     console = Console()
     req.approver, req.approval_rules = open_approver(approve, approve_http, list(approve_rule),
                                                      approve_timeout, approve_token_env)

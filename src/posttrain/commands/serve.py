@@ -29,6 +29,8 @@ def serve(
     max_num_seqs: int = typer.Option(256, min=1),
     batch_invariant: bool = typer.Option(False, help="Exact (float64) attention in fp32: logprobs bit-equal to an exact-attention trainer's, at a decode cost (docs/engine.md)."),
     threads: Optional[int] = typer.Option(None, min=1, help="torch CPU threads (default: torch's)."),
+    device: str = typer.Option("auto", help="auto (a GPU where torch sees one, else the CPU) | cpu | cuda | "
+                               "cuda:N: the model, KV cache and forward (docs/gpu.md)."),
     api_key: Optional[str] = typer.Option(None, envvar="POSTTRAIN_API_KEY",
                                           help="Require `Authorization: Bearer KEY` (needed off loopback)."),
 ) -> None:
@@ -37,6 +39,7 @@ def serve(
     import torch
     import uvicorn
 
+    from posttrain.devices import resolve_device
     from posttrain.engine.paged.config import EngineConfig
     from posttrain.engine.paged.local import LocalEngine
     from posttrain.models.checkpoint_path import require_model_dir
@@ -47,6 +50,7 @@ def serve(
     if host not in LOOPBACK and not api_key:
         raise PosttrainError(f"--host {host} exposes the API beyond this machine: give --api-key (or POSTTRAIN_API_KEY)")
     port_is_free(host, port)
+    on = resolve_device(device)  # once, before the model loads
     if threads:
         torch.set_num_threads(threads)
     path = ensure_model(model) if model in PACKAGED else require_model_dir(model)
@@ -55,11 +59,11 @@ def serve(
     try:
         config = EngineConfig(spec_method=spec, kv_dtype=kv_dtype, dtype=dtype, weights=weights, kernels=kernels,
                               max_num_seqs=max_num_seqs, batch_invariant=batch_invariant)
-        engine = LocalEngine(policy, tokenizer, config=config, draft_model=draft)
+        engine = LocalEngine(policy, tokenizer, device=on, config=config, draft_model=draft)
     except ValueError as e:
         raise PosttrainError(str(e)) from e
     served = name or path.name
-    Console().print(f"serving {path} as {served} on http://{host}:{port}/v1 in {engine.dtype.name} ({engine.dtype.reason})"
+    Console().print(f"serving {path} as {served} on http://{host}:{port}/v1 on {on} in {engine.dtype.name} ({engine.dtype.reason})"
                     + (", int8 weights" if weights == "int8" else "")
                     + f", attention: {engine.attention_backend[0]} ({engine.attention_backend[1]})"
                     + (" (API key required)" if api_key else ""))

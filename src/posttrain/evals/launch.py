@@ -55,6 +55,7 @@ class EvalRequest:
     otel_endpoint: str | None = None  # text protocol: a trace per trial to this OTLP/HTTP collector
     approval_rules: list[str] = field(default_factory=list)  # --approve: commands that wait for...
     approver: object = None           # ...this reviewer (agent/approval_terminal.py, approval_http.py)
+    device: str = "auto"              # a checkpoint's embedded engine: devices.py (not a job condition)
 
 
 def checkpoint_dir(model: str) -> Path | None:
@@ -127,7 +128,7 @@ def make_executor(req: EvalRequest, c: EvalConditions, tasks: list[Task], client
         close_client = client.close if client else (lambda: None)
         try:
             executor = load_text_executor(c, req.jobs, req.backend, client, req.otel_endpoint, checkpoints,
-                                          req.approver)
+                                          req.approver, req.device)
         except BaseException:
             close_client()
             raise

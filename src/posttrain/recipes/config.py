@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from posttrain.agent.config import AgentConfig
 from posttrain.config_base import StrictModel
+from posttrain.devices import Device
 from posttrain.errors import ConfigError
 from posttrain.recipes.config_io import load_model
 from posttrain.train.trainer import OptimConfig, RLConfig
@@ -46,6 +47,9 @@ class QuickstartConfig(StrictModel):
     # Torch threads: sandboxes use the other core, and a second OpenMP thread stalls at
     # barriers when they (or the kernel's teardown of their namespaces) take it.
     threads: int = Field(1, ge=1)
+    # trainer and engine alike, resolved once (devices.py, docs/gpu.md): "auto" is the GPU where
+    # torch sees one, else the CPU
+    device: Device = "auto"
     sft: SFTConfig = SFTConfig()
     rl: RLLoopConfig = RLLoopConfig()
     agent: AgentConfig = AgentConfig()

@@ -1,6 +1,7 @@
 """The quickstart recipe: tasks → SFT warm start → held-out eval → GRPO → eval again.
 
-Everything runs in one process on the CPU: the terminal-basics suite is generated,
+Everything runs in one process, on the device chosen once (`device`: a GPU where torch sees one,
+else the CPU; docs/gpu.md): the terminal-basics suite is generated,
 the oracle turns are played through the real sandbox to make demonstrations, a
 tokenizer and a tiny Llama are built in-process, then trained. The run directory
 gets the config, metrics (JSONL + TensorBoard), samples, an HF checkpoint,
@@ -19,6 +20,7 @@ import torch
 from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.loop import run_episodes
+from posttrain.devices import device_record, resolve_device
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
@@ -125,6 +127,7 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
     """Run the whole recipe; returns summary.json's content. A run that fails leaves no
     directory behind (nothing in it could be resumed)."""
     t_start = time.perf_counter()
+    device = resolve_device(cfg.device)  # once, before anything is built: a missing GPU fails here
     run_dir = _prepare_run_dir(cfg, overwrite)
     reap()  # sandboxes and cgroups that killed runs left behind slow every later one
     _seed_everything(cfg.seed, cfg.threads)
@@ -133,15 +136,18 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
             Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
                              "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval},
                    coarse=("eval_before", "eval_after")) as phases:
-        summary, history = _train_and_evaluate(cfg, run_dir, phases)
-    summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info()}
+        summary, history = _train_and_evaluate(cfg, run_dir, phases, device)
+    summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info(),
+                "device": device_record(device)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     write_report(run_dir, summary, history)
     return summary
 
 
-def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[dict, list[dict]]:
-    """Demos, SFT, held-out eval, GRPO, held-out eval; saves the checkpoint."""
+def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases,
+                        device: torch.device = torch.device("cpu")) -> tuple[dict, list[dict]]:
+    """Demos, SFT, held-out eval, GRPO, held-out eval on `device`; saves the checkpoint. The
+    trainers and the engine share one model there."""
     train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
     transcripts = play_oracles(train_tasks, cfg.agent)
     bad = [t for t in transcripts if t.reward < 1]
@@ -150,14 +156,16 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases) -> tuple[d
                              f"{bad[0].task_id}: {bad[0].failure}")
     phases.advance("demos", n=len(transcripts))
     model, tokenizer = _build_policy(cfg, transcripts)
+    model = model.to(device)
     framer = ChatFramer(tokenizer)
     demos = [demo_episode(t, framer) for t in transcripts]
     log = MetricsLog(run_dir)
-    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim)
+    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim, device=device)
     _sft(cfg, trainer, demos, log, phases)
-    engine = LocalEngine(model, tokenizer)
+    engine = LocalEngine(model, tokenizer, device=device)
     before, before_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_before", run_dir)
-    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim, reference=cfg.rl.algo.kl_coef > 0)
+    trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.rl.optim, reference=cfg.rl.algo.kl_coef > 0,
+                            device=device)
     history = _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases)
     after, after_scores = _evaluate(cfg, engine, framer, heldout, phases, "eval_after", run_dir)
     log.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from posttrain.devices import device_record, module_device
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import PosttrainError
@@ -224,6 +225,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
             "trajectories": pipeline.trajectories, "episode_statuses": dict(pipeline.finished),
             "seed": cfg.seed, "max_staleness": cfg.rollout.max_staleness, "audit": pipeline.audit(),
             "trainer": getattr(trainer, "setup", {}), "engine": _engine_dtype(cfg),
+            "device": device_record(module_device(model)),
             "kernel_plan": kernel_plan_of(cfg, model),
             **({"judge": judge.metrics()} if judge is not None else {})}
 

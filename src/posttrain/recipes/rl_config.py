@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from posttrain.agent.config import AgentConfig
 from posttrain.cluster.config import ClusterConfig
 from posttrain.config_base import StrictModel
+from posttrain.devices import Device
 from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.models.tiny import MOE_FIELDS, PRESETS
 from posttrain.recipes.config_io import load_model, resumed_config
@@ -74,6 +75,9 @@ class RLRunConfig(StrictModel):
     runs_dir: str = "runs"
     seed: int = 0
     threads: int = Field(2, ge=1)
+    # trainer, reference, embedded engine and judge alike, resolved once (devices.py, docs/gpu.md):
+    # "auto" is the GPU where torch sees one, else the CPU
+    device: Device = "auto"
     policy: PolicyConfig = PolicyConfig()
     tasks: TasksConfig = TasksConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -172,6 +176,23 @@ class RLRunConfig(StrictModel):
         if self.algo.exact_logprobs and (kind == "vllm" or self.cluster.executor != "local"):
             raise ValueError('algo.exact_logprobs needs the embedded engine (engines.kind = "embedded" '
                              'or "process") and cluster.executor = "local"')
+        return self
+
+    @model_validator(mode="after")
+    def _derived_values(self):
+        """Values that follow from others, set here (after the checks) so that config.json
+        records what runs: exact logprobs are the fp32 engine's bits, so optim.compute_dtype
+        "auto" is fp32 with them; FSDP2 ranks step an unfused optimizer; the gate's limits are
+        the engine dtype's defaults (engine/fleet/config.py GATE_LIMITS) where not set."""
+        optim = {}
+        if self.algo.exact_logprobs and self.optim.compute_dtype == "auto":
+            optim["compute_dtype"] = "fp32"
+        if self.cluster.trainer_ranks > 1:
+            optim["fused"] = False
+        if optim:
+            self.optim = self.optim.model_copy(update=optim)
+        max_abs, mean_abs = self.engines.gate_limits(self.engines.compute_dtype.name)
+        self.engines = self.engines.model_copy(update={"max_abs_logp": max_abs, "mean_abs_logp": mean_abs})
         return self
 
 

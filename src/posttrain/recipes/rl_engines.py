@@ -19,10 +19,12 @@ import os
 
 import torch
 
+from posttrain.devices import module_device
 from posttrain.engine.affinity import split_cores
 from posttrain.engine.paged.kernel_plan import config_plan
 from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.engine.process import ProcessEngine
+from posttrain.errors import ConfigError
 from posttrain.rollout.conformance import GatedEngine
 from posttrain.rollout.envs import InEngineProcess, SingleTurnEnv
 
@@ -34,8 +36,10 @@ def _engine_config(cfg) -> EngineConfig:
 
 def kernel_plan_of(cfg, model) -> dict | None:
     """The kernel plan (kernels/plan.py) the paged engine of the embedded and process kinds runs on
-    this machine, as summary.json records it; None for vLLM servers."""
-    return None if cfg.engines.kind == "vllm" else config_plan(_engine_config(cfg), model.config).as_dict()
+    this machine (on the policy's device), as summary.json records it; None for vLLM servers."""
+    if cfg.engines.kind == "vllm":
+        return None
+    return config_plan(_engine_config(cfg), model.config, str(module_device(model))).as_dict()
 
 
 def _gated(cfg, engine, tok, model) -> GatedEngine:
@@ -71,6 +75,9 @@ def process_engine(cfg, model, tok, env):
     """The engine in a child process; a single-turn env's episodes run in it. Pinned to a
     core of its own per engines.pin_cores (None: pinned for single-turn envs only, since
     sandbox tasks start sandboxes that need the cores)."""
+    if module_device(model).type != "cpu":
+        raise ConfigError(f'engines.kind = "process" runs its engine on a CPU core, and the policy is on '
+                          f'{module_device(model)}: use engines.kind = "embedded" there (docs/gpu.md)')
     single_turn = isinstance(env, SingleTurnEnv) and not env.judged  # a judge's engine stays here
     pin = cfg.engines.pin_cores if cfg.engines.pin_cores is not None else single_turn
     # One thread: the engine's batches are small, so generation is latency-bound.

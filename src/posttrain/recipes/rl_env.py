@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 from posttrain.agent.chat import SYSTEM_PROMPT
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
 from posttrain.agent.framing import framer_for, single_turn
+from posttrain.devices import resolve_device
 from posttrain.errors import ConfigError, PosttrainError
 from posttrain.models.rope import with_rope_scaling
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
@@ -53,17 +54,18 @@ def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int,
         trainer.sft_step(rng.sample(demos, min(cfg.policy.sft_batch, len(demos))))
 
 
-def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
+def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos, device):
     """The checkpoint being resumed, the HF checkpoint of policy.init (SFT'd on demonstrations
     for policy.hf_sft_steps), or a tiny model with a tokenizer trained on the corpus and
     warm-started on demonstrations for policy.sft_steps; policy.rope_scaling is applied before
-    any SFT, so the warm start already tunes the scaled model."""
+    any SFT, so the warm start already tunes the scaled model. On `device`, before any SFT:
+    the trainer, the engines and the reference copy it from there."""
     if resume_from is not None:
         model, tokenizer = load_policy(resume_from / "model")
-        return _scaled(cfg, model), tokenizer
+        return _scaled(cfg, model).to(device), tokenizer
     if cfg.policy.init != "scratch":
         model, tokenizer = load_policy(cfg.policy.init)
-        _scaled(cfg, model)
+        model = _scaled(cfg, model).to(device)
         if cfg.policy.hf_sft_steps:
             demos = corpus_and_demos()[1](tokenizer)
             _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps,
@@ -71,7 +73,7 @@ def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos):
         return model, tokenizer
     corpus, demos_of = corpus_and_demos()
     tokenizer = build_tokenizer(corpus, vocab_size=cfg.policy.vocab_size)
-    model = _scaled(cfg, build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed))
+    model = _scaled(cfg, build_tiny_model(len(tokenizer), preset=cfg.policy.preset, seed=cfg.seed)).to(device)
     if cfg.policy.sft_steps:
         _sft(cfg, model, tokenizer.pad_token_id, demos_of(tokenizer), cfg.policy.sft_steps)
     return model, tokenizer
@@ -111,7 +113,7 @@ def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):
     return corpus, lambda tok: [demo_episode(x, framer_for(tok)) for x in solved]
 
 
-def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
+def _copy_envs(cfg: RLRunConfig, resume_from: Path | None, device):
     g, t = cfg.rollout.group_size, cfg.tasks
     if cfg.policy.init != "scratch" and cfg.policy.hf_sft_steps:
         raise ConfigError("policy.hf_sft_steps needs sandbox tasks with solution/steps.json, not the copy task")
@@ -133,10 +135,10 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
                 eps.append(e)
             return eps
         return corpus, demos
-    model, tok = _policy(cfg, resume_from, corpus_and_demos)
+    model, tok = _policy(cfg, resume_from, corpus_and_demos, device)
     frame, end_id = single_turn(tok)
     train, held = copy_prompts(t.n_train, cfg.seed, frame=frame), copy_prompts(t.n_eval, cfg.seed + 1, frame=frame)
-    judge = _judge(cfg)
+    judge = _judge(cfg, device)
     kw = dict(tokenizer=tok, reward_fn=judge or REWARDS[t.reward], judged=judge is not None,
               max_tokens=t.max_tokens, max_context=model.config.max_position_embeddings,
               temperature=cfg.rollout.temperature, stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
@@ -144,9 +146,9 @@ def _copy_envs(cfg: RLRunConfig, resume_from: Path | None):
     return RunParts(env, SingleTurnEnv(held, group_size=t.eval_samples, **kw), model, tok, [env.task_ids])
 
 
-def _judge(cfg: RLRunConfig):
-    """The judge model of tasks.reward = "judge" (rollout/judge.py), or None."""
-    return open_judge(cfg.judge) if cfg.tasks.reward == "judge" else None
+def _judge(cfg: RLRunConfig, device):
+    """The judge model of tasks.reward = "judge" (rollout/judge.py) on the run's device, or None."""
+    return open_judge(cfg.judge, device) if cfg.tasks.reward == "judge" else None
 
 
 def _single_turn_tasks(cfg: RLRunConfig, warn: Warn) -> tuple[list, list]:
@@ -173,7 +175,7 @@ def _prompts(tasks: list, frame, what: str) -> list:
                           '(sandbox tasks: tasks.kind = "dir")') from None
 
 
-def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) -> RunParts:
+def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn, device) -> RunParts:
     """Envs over a directory of single-turn tasks in the checkpoint's own chat template, scored
     by the suite's scorer (reward and details: strict, met:FAMILY). The held-out env is greedy,
     one reply per task: the before/after scores compare like with like."""
@@ -184,11 +186,11 @@ def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) ->
     if cfg.policy.hf_sft_steps:
         raise ConfigError("policy.hf_sft_steps needs sandbox tasks with solution/steps.json, not single-turn tasks")
     train_tasks, held_tasks = _single_turn_tasks(cfg, warn)
-    model, tok = _policy(cfg, resume_from, None)
+    model, tok = _policy(cfg, resume_from, None, device)
     frame, end_id = single_turn(tok)
     train = _prompts(train_tasks, frame, t.path)
     held = _prompts(held_tasks, frame, t.eval_path or t.path)
-    judge = _judge(cfg)
+    judge = _judge(cfg, device)
     kw = dict(tokenizer=tok, reward_fn=judge or reply_score, judged=judge is not None,
               max_tokens=t.max_tokens, max_context=model.config.max_position_embeddings,
               stop_token_ids=[end_id], chunk_tokens=t.chunk_tokens)
@@ -199,13 +201,16 @@ def _single_turn_envs(cfg: RLRunConfig, resume_from: Path | None, warn: Warn) ->
 
 def build_env(cfg: RLRunConfig, run_dir: Path, resume_from: Path | None, warn: Warn = lambda s: None) -> RunParts:
     """The train and held-out envs, the policy and each domain's task ids: single-turn
-    prompts (tasks.kind = "copy" or "single-turn") or the sandbox tasks of every domain."""
+    prompts (tasks.kind = "copy" or "single-turn") or the sandbox tasks of every domain. The
+    run's device is resolved here, once (cfg.device, devices.py): the policy (and a judge)
+    is put there, and the trainer and engines follow the policy."""
+    device = resolve_device(cfg.device)
     if cfg.tasks.kind == "copy":
-        return _copy_envs(cfg, resume_from)
+        return _copy_envs(cfg, resume_from, device)
     if cfg.tasks.kind == "single-turn":
-        return _single_turn_envs(cfg, resume_from, warn)
+        return _single_turn_envs(cfg, resume_from, warn, device)
     tasks = sandbox_tasks(cfg, run_dir, warn)
-    model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, tasks.train, warn))
+    model, tok = _policy(cfg, resume_from, lambda: _demonstrations(cfg, tasks.train, warn), device)
     framer = framer_for(tok)
     g, agent, temp = cfg.rollout.group_size, cfg.agent, cfg.rollout.temperature
     contexts = {d.name: d.context for d in cfg.domains if d.context is not None}

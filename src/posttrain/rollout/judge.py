@@ -119,9 +119,10 @@ class JudgeReward:
                 "judge_cache_hit_rate": self.hits / asked if asked else 0.0}
 
 
-def open_judge(config: JudgeConfig) -> JudgeReward:
+def open_judge(config: JudgeConfig, device=None) -> JudgeReward:
     """The judge of `config`: its tokenizer and chat framing from `model`, its engine embedded
-    (over `model`'s weights) or the server at `base_url`."""
+    (over `model`'s weights, on `device`: the run's, devices.py; None: the CPU) or the server
+    at `base_url`."""
     from posttrain.agent.framing import single_turn
     from posttrain.models.tiny import load_policy
 
@@ -129,7 +130,7 @@ def open_judge(config: JudgeConfig) -> JudgeReward:
         from posttrain.engine.paged.local import LocalEngine
 
         model, tokenizer = load_policy(config.model)
-        engine = LocalEngine(model, tokenizer)
+        engine = LocalEngine(model, tokenizer, device=device)
     else:
         from transformers import AutoTokenizer
 

@@ -21,6 +21,13 @@ class Batch:
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    def to(self, device: torch.device) -> "Batch":
+        """The batch on the model's device (the same object where it is there already)."""
+        if self.input_ids.device == device:
+            return self
+        return Batch(*(None if t is None else t.to(device) for t in (
+            self.input_ids, self.attention_mask, self.loss_mask, self.old_logprobs, self.advantages, self.routing)))
+
 
 def _padded(rows: list[list], width: int, fill) -> list[list]:
     return [r + [fill] * (width - len(r)) for r in rows]

@@ -34,8 +34,8 @@ class ChunkedLogprobs(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu")
     def forward(ctx, hidden, weight, targets, temperature: float, chunk: int):
-        lp = torch.empty(len(hidden), dtype=torch.float32)
-        ent = torch.empty(len(hidden), dtype=torch.float32)
+        lp = torch.empty(len(hidden), dtype=torch.float32, device=hidden.device)
+        ent = torch.empty(len(hidden), dtype=torch.float32, device=hidden.device)
         for s in range(0, len(hidden), chunk):
             logp = _chunk_logprobs(hidden[s:s + chunk], weight, temperature)
             lp[s:s + chunk] = logp.gather(1, targets[s:s + chunk, None]).squeeze(1)
@@ -50,7 +50,7 @@ class ChunkedLogprobs(torch.autograd.Function):
         hidden, weight, targets, ent = ctx.saved_tensors
         t, chunk = ctx.temperature, ctx.chunk
         grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32) if ctx.needs_input_grad[1] else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
         for s in range(0, len(hidden), chunk):
             h, e = hidden[s:s + chunk], slice(s, s + chunk)
             logp = _chunk_logprobs(h, weight, t)
@@ -97,6 +97,6 @@ def head_logprobs(head, hidden: torch.Tensor, weight: torch.Tensor, targets: tor
     """[N, L] logprobs of targets [N, L] from hidden [N, L, H] where valid, 0 elsewhere; the
     head sees only the valid rows."""
     keep = valid.bool()
-    out = torch.zeros(keep.shape, dtype=torch.float32)
+    out = torch.zeros(keep.shape, dtype=torch.float32, device=hidden.device)
     out[keep] = head(hidden[keep], weight, targets[keep], temperature)
     return out

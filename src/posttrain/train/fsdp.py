@@ -59,11 +59,13 @@ class ShardedTrainer(PolicyTrainer):
     """PolicyTrainer over an FSDP2 model in a process group; every rank calls rl_step with the
     whole batch and gets the whole batch's stats."""
 
-    def __init__(self, model, pad_id: int, optim: OptimConfig):
+    def __init__(self, model, pad_id: int, optim: OptimConfig, device: str = "cpu"):
+        """device: the rank's own ("cpu" with gloo, its GPU with NCCL: ranks.rank_backend)."""
         if optim.optimizer_offload:   # its sharded checkpoints name the model's parameters
             raise PosttrainError("optim.optimizer_offload is not available with trainer ranks (FSDP2): "
                                  "FSDP2's own CPUOffloadPolicy is the way there; leave it unset")
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        model = model.to(device)  # before sharding: the shards live where the rank computes
         super().__init__(shard(model, self.world), pad_id, optim.model_copy(update={"fused": False}))
 
     def rl_step(self, episodes: list[Episode], cfg: RLConfig) -> dict:
@@ -76,7 +78,7 @@ class ShardedTrainer(PolicyTrainer):
         totals = (len(episodes), sum(e.tokens_out for e in episodes))
         stats, lp, ro = self.rl_part(episodes[mine], advantages[mine], cfg, totals)
         keys = sorted(k for k in stats if k not in ADDITIVE + ("grad_norm", "tokens"))
-        summed = torch.tensor([stats[k] for k in keys], dtype=torch.float64)
+        summed = torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
         dist.all_reduce(summed)
         stats |= dict(zip(keys, summed.tolist()))
         parts: list = [None] * self.world

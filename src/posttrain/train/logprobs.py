@@ -33,7 +33,7 @@ def continuation_logprobs(logits: torch.Tensor, targets: torch.Tensor, valid: to
 
 def placed(lp: torch.Tensor, positions: torch.Tensor, width: int) -> torch.Tensor:
     """Continuation logprobs lp [N, L] moved to their positions [N, L] in the episodes, [N, width]."""
-    full = torch.zeros(len(lp), int(positions.max()) + 1).scatter(1, positions, lp)
+    full = torch.zeros(len(lp), int(positions.max()) + 1, device=lp.device).scatter(1, positions, lp)
     return full[:, :width]
 
 

@@ -23,7 +23,7 @@ non-float32 weights) return None and the caller runs the HF forward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -114,6 +114,12 @@ class Layout:
     targets: torch.Tensor      # [N, Lt] continuation ids (0 where padded)
     valid: torch.Tensor        # [N, Lt] 1 where the model sampled continuation token t
     tail_pos: torch.Tensor     # [N, Lt] each continuation token's position in its episode
+
+    def to(self, device: torch.device) -> Layout:
+        """The index tensors on the model's device (built on the CPU from Python lists)."""
+        if self.ids.device == device:
+            return self
+        return Layout(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
 def _padded_rows(lengths: list[int], start: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,7 +246,7 @@ def packed_logprobs(model, episodes: list[Episode], temperature: float = 1.0,
         return None
     check_temperature(temperature)
     cfg, inner = model.config, model.model
-    lay = layout(episodes)
+    lay = layout(episodes).to(inner.embed_tokens.weight.device)
     heads = cfg.num_attention_heads
     arch = Arch(heads, cfg.num_key_value_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
                 cfg.rms_norm_eps, exact)

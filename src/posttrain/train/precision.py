@@ -1,6 +1,6 @@
 """The trainer's compute dtype: bf16 autocast around the forward, with fp32 master weights and
-an fp32 optimizer, where the CPU has native bf16 matmuls (AVX-512-BF16 or AMX-BF16); fp32
-elsewhere. Chosen once when the trainer is built (OptimConfig.compute_dtype)."""
+an fp32 optimizer, where the CPU has native bf16 matmuls (AVX-512-BF16 or AMX-BF16) or the GPU
+reports bf16 support; fp32 elsewhere. Chosen once when the trainer is built (OptimConfig.compute_dtype)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ ComputeDtype = Literal["auto", "fp32", "bf16"]
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
-def resolve_dtype(setting: ComputeDtype, flags: str | None = None) -> str:
+def resolve_dtype(setting: ComputeDtype, flags: str | None = None, device: str = "cpu") -> str:
     """"fp32" or "bf16": the setting, or for "auto" bf16 where `flags` (this CPU's, from
-    /proc/cpuinfo, unless given) include AVX-512-BF16 or AMX-BF16."""
+    /proc/cpuinfo, unless given) include AVX-512-BF16 or AMX-BF16; on a CUDA device, where
+    `torch.cuda.is_bf16_supported()`."""
     if setting != "auto":
         return setting
+    if device == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     present = set((cpu_info()["all_flags"] if flags is None else flags).split())
     return "bf16" if present & set(BF16_FLAGS) else "fp32"
 

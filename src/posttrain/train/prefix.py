@@ -46,19 +46,20 @@ def shared_prefix_logprobs(model, episodes: list[Episode], pad_id: int,
     if len(prompts) == len(episodes):
         return None
     check_temperature(temperature)
-    idx = torch.tensor(index)
-    prompt_ids, _ = right_pad(prompts, pad_id)
+    device = output_weight(model).device  # the index tensors follow the model
+    idx = torch.tensor(index, device=device)
+    prompt_ids = right_pad(prompts, pad_id)[0].to(device)
     # With a head, the decoder's final hidden states stand where the logits were.
     forward, out = (model, "logits") if head is None else (model.model, "last_hidden_state")
     first_out = forward(input_ids=prompt_ids, use_cache=True)  # right-padded: the causal mask suffices
     kwarg = _cache_kwarg(model)
     cache = getattr(first_out, kwarg)
     cache.reorder_cache(idx)  # one copy of its prompt's keys and values per episode
-    p_len = torch.tensor([len(p) for p in prompts])[idx]
-    tail_ids, tail_mask = right_pad([e.tokens[e.prompt_len:] for e in episodes], pad_id)
+    p_len = torch.tensor([len(p) for p in prompts], device=device)[idx]
+    tail_ids, tail_mask = (t.to(device) for t in right_pad([e.tokens[e.prompt_len:] for e in episodes], pad_id))
     width = tail_ids.shape[1]
-    seen = torch.arange(prompt_ids.shape[1])[None, :] < p_len[:, None]  # real prompt positions
-    positions = p_len[:, None] + torch.arange(width)[None, :]
+    seen = torch.arange(prompt_ids.shape[1], device=device)[None, :] < p_len[:, None]  # real prompt positions
+    positions = p_len[:, None] + torch.arange(width, device=device)[None, :]
     tail = forward(input_ids=tail_ids, attention_mask=torch.cat([seen.long(), tail_mask], dim=1),
                    position_ids=positions, **{kwarg: cache})
     first = getattr(first_out, out)[idx, p_len - 1]  # predicts each episode's first token after its prompt

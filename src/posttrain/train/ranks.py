@@ -25,6 +25,12 @@ class TrainerRankLost(PosttrainError):
     """A trainer rank died mid-step; the step is lost, resume from the last checkpoint."""
 
 
+def rank_backend(cuda: bool) -> tuple[str, str]:
+    """(process-group backend, device) of a rank: NCCL with its model on the rank's GPU where
+    torch sees CUDA, else gloo on the CPU. One GPU runs one rank (make_trainer: trainer_ranks = 1)."""
+    return ("nccl", "cuda") if cuda else ("gloo", "cpu")
+
+
 class TrainerRank:
     """Actor body: one FSDP2 rank."""
 
@@ -36,10 +42,13 @@ class TrainerRank:
 
         torch.set_num_threads(1)
         self.rank, self.log_path = rank, log_path
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend, device = rank_backend(torch.cuda.is_available())
+        if device == "cuda":  # Ray shows each rank its own GPUs; else the ranks of a node share them
+            device = f"cuda:{rank % torch.cuda.device_count()}"
+            torch.cuda.set_device(device)
         dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=120))
-        self.trainer = ShardedTrainer(model, pad_id, optim)
+        self.trainer = ShardedTrainer(model, pad_id, optim, device=device)
         self._log(f"rank {rank}/{world} up on pid {os.getpid()} ({backend})")
 
     def _log(self, line: str) -> None:

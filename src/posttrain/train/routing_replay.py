@@ -99,7 +99,7 @@ def load_balancing_loss(probs: torch.Tensor, ran: torch.Tensor, keep: torch.Tens
     probability, over the tokens where keep [N] is True. probs [N, E], ran [N, k]."""
     num_experts, k = probs.shape[1], ran.shape[1]
     w = keep.float()
-    picks = torch.zeros(num_experts).scatter_add_(0, ran.reshape(-1), w.repeat_interleave(k))
+    picks = torch.zeros(num_experts, device=probs.device).scatter_add_(0, ran.reshape(-1), w.repeat_interleave(k))
     f = picks / w.sum().clamp_min(1)
     p = (probs * w[:, None]).sum(0) / w.sum().clamp_min(1)
     return num_experts * (f * p).sum()
@@ -116,7 +116,7 @@ def router_stats(records: list[Record], routing: torch.Tensor | None, mask: torc
     the experts that ran differ from the engine's (0 with replay), and moe_router_mismatch_own,
     where the trainer's own top-k does (what replay removes)."""
     n = records[0].probs.shape[0]
-    keep = torch.ones(n, dtype=torch.bool) if mask is None else mask.reshape(-1).bool()
+    keep = torch.ones(n, dtype=torch.bool, device=records[0].probs.device) if mask is None else mask.reshape(-1).bool()
     with torch.no_grad():
         aux = torch.stack([load_balancing_loss(r.probs, r.ran, keep) for r in records]).mean()
         out = {"moe_aux_loss": float(aux)}

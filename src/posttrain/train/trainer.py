@@ -12,6 +12,7 @@ import torch
 from pydantic import Field, field_validator
 
 from posttrain.config_base import StrictModel
+from posttrain.devices import module_device
 from posttrain.models.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
@@ -133,9 +134,15 @@ def _micro_batches(episodes: list[Episode], size: int):
 
 class PolicyTrainer:
     """Holds the model being trained, its optimizer and, with `reference`, the frozen reference
-    of a KL term (RLConfig.kl_coef): the policy as it is now (train/reference.py)."""
+    of a KL term (RLConfig.kl_coef): the policy as it is now (train/reference.py). `device`
+    (resolved once by the caller, devices.py) moves the model there first; None leaves it where
+    it is. Every batch follows the model's device."""
 
-    def __init__(self, model, pad_id: int, optim: OptimConfig, reference: bool = False):
+    def __init__(self, model, pad_id: int, optim: OptimConfig, reference: bool = False,
+                 device: torch.device | str | None = None):
+        if device is not None:
+            model = model.to(device)
+        self.device = module_device(model)
         if optim.lora_rank:
             model = apply_lora(model, optim.lora_rank, optim.lora_alpha, optim.lora_targets)
         self.reference = reference_of(model) if reference else None  # before checkpointing: a plain copy
@@ -143,8 +150,8 @@ class PolicyTrainer:
             checkpoint_layers(model)
         self.model, self.pad_id, self.optim_cfg = model, pad_id, optim
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.compute_dtype = resolve_dtype(optim.compute_dtype)
-        self._compute = compute_context(self.compute_dtype, next(model.parameters()).device.type)
+        self.compute_dtype = resolve_dtype(optim.compute_dtype, device=self.device.type)
+        self._compute = compute_context(self.compute_dtype, self.device.type)
         self.head = ChunkedHead(optim.logprob_chunk) if optim.logprob_chunk else None
         self.moe = bool(moe_blocks(model))  # its forwards record (and may replay) the routing
         # What the run records of the transforms (summary.json "trainer").
@@ -206,7 +213,7 @@ class PolicyTrainer:
         for chunk in _micro_batches(list(range(len(episodes))), self.optim_cfg.micro_batch):
             eps = [episodes[i] for i in chunk]
             adv = [advantages[i] for i in chunk] if advantages is not None else None
-            batch = collate(eps, self.pad_id, adv)
+            batch = collate(eps, self.pad_id, adv).to(self.device)
             t_forward = time.perf_counter()
             with around(batch) if around else contextlib.nullcontext({}) as extra:
                 with self._compute():

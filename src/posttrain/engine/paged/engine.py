@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from posttrain.engine.base import Engine, SamplingParams
+from posttrain.devices import module_device
 from posttrain.engine.paged.allocator import keep_freed_memory
 from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
@@ -51,9 +52,12 @@ class EngineStats:
 
 
 class PagedEngine(Engine):
-    def __init__(self, model, tokenizer=None, device: str = "cpu", config: EngineConfig | None = None, draft_model=None):
+    def __init__(self, model, tokenizer=None, device: str | torch.device | None = None,
+                 config: EngineConfig | None = None, draft_model=None):
+        """device: where the model, KV cache and block tensors live (resolved once by the caller,
+        devices.py); None: where the model's parameters are. The sampler draws on the host."""
         self.config = config or EngineConfig()
-        self.device = torch.device(device)
+        self.device = torch.device(device) if device is not None else module_device(model)
         if self.device.type == "cpu":
             keep_freed_memory()
         self.dtype = choose_dtype(self.config.dtype, self.device)

@@ -14,4 +14,5 @@ __all__ = ["LocalEngine", "EngineConfig", "validate_prompts"]
 
 
 class LocalEngine(PagedEngine):
-    """`LocalEngine(model, tokenizer=None, device="cpu")`; optional `config=EngineConfig(...)`."""
+    """`LocalEngine(model, tokenizer=None, device=None)` (None: the model's device); optional
+    `config=EngineConfig(...)`."""

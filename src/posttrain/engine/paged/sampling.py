@@ -138,14 +138,15 @@ def _draw(weights: torch.Tensor, scores: torch.Tensor, greedy: torch.Tensor, gen
     Full [B, V] passes are what a large batch pays for, so each is done once, and only for
     the rows that need it (argmax for greedy rows, the cumulative sum for sampled ones).
     """
-    ids = torch.empty(scores.shape[0], dtype=torch.long)
+    ids = torch.empty(scores.shape[0], dtype=torch.long, device=scores.device)
     rows = torch.nonzero(~greedy).flatten()
     if len(rows) < scores.shape[0]:
         held = torch.nonzero(greedy).flatten()
         ids[held] = (scores if len(held) == scores.shape[0] else scores[held]).argmax(dim=-1)
     if len(rows):
         every = len(rows) == scores.shape[0]
-        u = torch.stack([torch.rand((), generator=generators[i]) for i in rows.tolist()])
+        # the uniforms come from the rows' CPU generators on any device: a seed draws alike on each
+        u = torch.stack([torch.rand((), generator=generators[i]) for i in rows.tolist()]).to(scores.device)
         pick = _inverse_cdf(weights if every else weights[rows], u)
         ids[rows] = _clamp_to_kept(scores if every else scores[rows], pick)
     return ids
@@ -171,7 +172,7 @@ def _inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     target = (u * cum[:, -1]).unsqueeze(-1)
     chunk = torch.searchsorted(cum, target, right=True).clamp_(max=n - 1)  # [R, 1]
     before = torch.where(chunk > 0, cum.gather(-1, (chunk - 1).clamp(min=0)), torch.zeros_like(target))
-    idx = chunk * CHUNK + torch.arange(CHUNK)  # [R, CHUNK]; the last chunk may be short
+    idx = chunk * CHUNK + torch.arange(CHUNK, device=weights.device)  # [R, CHUNK]; the last chunk may be short
     inner = weights.gather(-1, idx.clamp(max=v - 1)).masked_fill_(idx >= v, 0)
     last = CHUNK - 1 - (inner > 0).flip(-1).int().argmax(-1, keepdim=True)
     pos = torch.searchsorted(inner.cumsum_(-1), target - before, right=True)
