@@ -29,19 +29,17 @@ def make_executor(cfg: RLRunConfig, run_dir: Path):
 
 
 def make_trainer(cfg: RLRunConfig, model, pad_id: int, run_dir: Path):
-    """One PolicyTrainer in this process, or `cluster.trainer_ranks` FSDP2 ranks on Ray."""
+    """One PolicyTrainer in this process, or `cluster.trainer_ranks` FSDP2 ranks on Ray; each
+    runs cfg.optim as validated (rl_config.py resolves its derived values)."""
     c = cfg.cluster
     if c.trainer_ranks == 1:
-        # exact logprobs are the fp32 engine's bits: "auto" resolves to fp32 with them
-        exact_fp32 = cfg.algo.exact_logprobs and cfg.optim.compute_dtype == "auto"
-        optim = cfg.optim.model_copy(update={"compute_dtype": "fp32"}) if exact_fp32 else cfg.optim
-        return PolicyTrainer(model, pad_id, optim, reference=cfg.algo.kl_coef > 0)
+        return PolicyTrainer(model, pad_id, cfg.optim, reference=cfg.algo.kl_coef > 0)
     if c.executor != "ray":
         raise PosttrainError("cluster.trainer_ranks > 1 runs the ranks as Ray actors: "
                              "set cluster.executor = \"ray\"")
     from posttrain.train.ranks import RankedTrainer
 
-    return RankedTrainer(model, pad_id, cfg.optim.model_copy(update={"fused": False}), c.trainer_ranks,
+    return RankedTrainer(model, pad_id, cfg.optim, c.trainer_ranks,
                          c.trainer_cpus, c.trainer_resources, run_dir / "actors", c.start_timeout_s)
 
 

@@ -178,6 +178,23 @@ class RLRunConfig(StrictModel):
                              'or "process") and cluster.executor = "local"')
         return self
 
+    @model_validator(mode="after")
+    def _derived_values(self):
+        """Values that follow from others, set here (after the checks) so that config.json
+        records what runs: exact logprobs are the fp32 engine's bits, so optim.compute_dtype
+        "auto" is fp32 with them; FSDP2 ranks step an unfused optimizer; the gate's limits are
+        the engine dtype's defaults (engine/fleet/config.py GATE_LIMITS) where not set."""
+        optim = {}
+        if self.algo.exact_logprobs and self.optim.compute_dtype == "auto":
+            optim["compute_dtype"] = "fp32"
+        if self.cluster.trainer_ranks > 1:
+            optim["fused"] = False
+        if optim:
+            self.optim = self.optim.model_copy(update=optim)
+        max_abs, mean_abs = self.engines.gate_limits(self.engines.compute_dtype.name)
+        self.engines = self.engines.model_copy(update={"max_abs_logp": max_abs, "mean_abs_logp": mean_abs})
+        return self
+
 
 def load_rl_config(path: str | None = None, overrides: list[str] = (), resume: bool = False) -> RLRunConfig:
     """The config from the file and overrides; with resume, the run's own saved config (the file
