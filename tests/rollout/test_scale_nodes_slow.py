@@ -8,8 +8,6 @@ from tests_ray import optional_ray  # noqa: E402
 
 ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
 from posttrain.cluster.config import ClusterConfig  # noqa: E402
 from posttrain.rollout.config import RolloutConfig  # noqa: E402
 from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
@@ -23,6 +21,8 @@ NODE = dict(num_cpus=1, resources={"fake_gpu": 1}, object_store_memory=80 * 2**2
 
 @pytest.fixture(scope="module")
 def cluster():
+    from ray.cluster_utils import Cluster
+
     c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=0, object_store_memory=80 * 2**20))
     nodes = [c.add_node(**NODE) for _ in range(2)]
     ray.init(address=c.address, log_to_driver=False)
