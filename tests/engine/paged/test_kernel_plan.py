@@ -1,4 +1,4 @@
-"""The engine built from its kernel plan (kernels/plan.py; the plan's table: tests/kernels/test_plan.py):
+"""The engine built from its kernel plan (kernels/plan.py; the plan's table: tests/kernels/test_plan_table.py):
 the linears are the plan's classes, the plan is logged once at start and readable as a dict."""
 
 import json
