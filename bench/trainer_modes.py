@@ -34,6 +34,7 @@ from parts.instruct_tasks import EXAMPLE, make_tasks
 from parts.report import add_args, cpu, write_json
 
 from posttrain.evals.stats import paired_compare
+from posttrain.recipes.summary import RunSummary
 
 ARMS = {"recipe": [], "fp32": ['optim.compute_dtype="fp32"'], "full": ["optim.lora_rank=0", "optim.lr=5e-5"]}
 STEPS = {"quick": 8, "full": 24}
@@ -51,18 +52,19 @@ def run_arm(name: str, sets: list[str], tasks: tuple[Path, Path], out: Path, ste
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"arm {name} failed: see {out / f'{name}.log'}")
     run_dir = out / name
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunSummary.read(run_dir)
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     mean = lambda key: round(sum(r[key] for r in rows[1:]) / (len(rows) - 1), 2)  # noqa: E731  (step 0 warms up)
     return {"sets": sets, "steps": len(rows), "trainer_step_s": round(mean("forward_s") + mean("backward_s"), 2),
             "forward_s": mean("forward_s"), "backward_s": mean("backward_s"), "step_wall_s": mean("step_wall_s"),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024), "trainable_params": summary["trainer"].get("trainable_params"),
-            "compute_dtype": summary["trainer"]["compute_dtype"], "engine_dtype": summary["engine"]["dtype"],
-            **{k: round(summary[k], 4) for k in ("heldout_partial_before", "heldout_partial_after",
-                                                 "heldout_strict_before", "heldout_strict_after",
-                                                 "paired_diff", "paired_ci_low", "paired_ci_high")},
-            "wall_s": summary["wall_s"], "reward_curve": [round(r["reward_mean"], 4) for r in rows],
-            "after_scores": summary["eval_after"]["scores"]}
+            "peak_rss_mb": round(usage.ru_maxrss / 1024),
+            "trainable_params": summary.recipe["trainer"].get("trainable_params"),
+            "compute_dtype": summary.recipe["trainer"]["compute_dtype"], "engine_dtype": summary.engine["dtype"],
+            **{k: round(summary.gain[k], 4) for k in ("heldout_partial_before", "heldout_partial_after",
+                                                      "heldout_strict_before", "heldout_strict_after",
+                                                      "paired_diff", "paired_ci_low", "paired_ci_high")},
+            "wall_s": summary.wall_s, "reward_curve": [round(r["reward_mean"], 4) for r in rows],
+            "after_scores": summary.eval_after["scores"]}
 
 
 def rounded(d) -> dict:

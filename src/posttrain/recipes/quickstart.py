@@ -10,7 +10,6 @@ summary.json and report.html.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.progress import Phases
 from posttrain.recipes.report import write_report
 from posttrain.recipes.samples import write_samples
+from posttrain.recipes.summary import RunSummary
 from posttrain.sandbox.reaper import reap
 from posttrain.tasks.suites import terminal_basics
 from posttrain.train.advantages import group_stats
@@ -139,7 +139,7 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
         summary, history = _train_and_evaluate(cfg, run_dir, phases, device)
     summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info(),
                 "device": device_record(device)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    RunSummary.of(summary).write(run_dir)
     write_report(run_dir, summary, history)
     return summary
 

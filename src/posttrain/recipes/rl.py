@@ -34,6 +34,7 @@ from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_engines import kernel_plan_of, rollout_engine
 from posttrain.recipes.rl_env import EPISODES, build_env
 from posttrain.recipes.rl_heldout import heldout_gain, single_turn_eval
+from posttrain.recipes.summary import RunSummary
 from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
 from posttrain.rollout.pipeline import Pipeline
@@ -139,7 +140,7 @@ def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> di
     summary["cpu"] = cpu_info()
     if (final := latest_checkpoint(run_dir)) is not None and not summary.get("preempted"):
         summary["policy"] = str(final / "model")  # the final policy, an HF checkpoint directory
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    RunSummary.of(summary).write(run_dir)
     if "paired_diff" in summary:
         from posttrain.recipes.report import write_rl_report  # matplotlib: only where a report is drawn
 
