@@ -88,6 +88,9 @@ def run_eval(
     if otel_endpoint:
         _check_otel(otel_endpoint)
     writable_dir(jobs_dir, "--jobs-dir")
+    from posttrain.devices import resolve_device
+
+    device = str(resolve_device(device))  # chosen here: a bad name or a missing GPU stops before the job
     from posttrain.evals.approvers import open_approver
     from posttrain.evals.launch import EvalRequest, evaluate
     from posttrain.evals.table import print_summary, progress_hooks
