@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from posttrain.devices import module_device
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.fleet.config import GATE_LIMITS
 from posttrain.errors import PosttrainError
@@ -48,7 +49,8 @@ def probe_prompts(tokenizer, n: int) -> list[list[int]]:
 
 
 def trainer_logprobs(model, prompts, completions, temperature: float) -> list[torch.Tensor]:
-    """log π_train of each completion's sampled tokens, one padded forward."""
+    """log π_train of each completion's sampled tokens, one padded forward on the model's device,
+    returned on the host (beside the engine's)."""
     seqs = [p + c.token_ids for p, c in zip(prompts, completions)]
     width = max(len(s) for s in seqs)
     ids = torch.zeros(len(seqs), width, dtype=torch.long)
@@ -58,7 +60,8 @@ def trainer_logprobs(model, prompts, completions, temperature: float) -> list[to
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        lp = token_logprobs(model, ids, mask, temperature)
+        device = module_device(model)
+        lp = token_logprobs(model, ids.to(device), mask.to(device), temperature).cpu()
     model.train(was_training)
     return [lp[b, len(p):len(p) + len(c.token_ids)] for b, (p, c) in enumerate(zip(prompts, completions))]
 
