@@ -54,7 +54,7 @@ def tally(prompts, replies) -> dict:
     fam = defaultdict(lambda: {"prompts": 0, "pass_at_k": 0, "met": 0.0})
     size = defaultdict(lambda: {"prompts": 0, "strict_pass_at_k": 0, "partial": 0.0, "varied": 0})
     for p, group in zip(prompts, replies):
-        scores = [reply_score(r, p) for r in group]
+        scores = [(s.value, s.details) for s in (reply_score(r, p) for r in group)]
         rewards = [s[0] for s in scores]
         families = [k.removeprefix("met:") for k in scores[0][1] if k.startswith("met:")]
         row = size[len(families)]
