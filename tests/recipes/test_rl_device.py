@@ -38,3 +38,12 @@ def test_a_gpu_asked_for_where_there_is_none_stops_before_the_run(tmp_path):
     with pytest.raises(ConfigError, match="torch sees no CUDA GPU"):
         run_rl(_cfg(tmp_path, "gpu", 'device="cuda"'))
     assert not (tmp_path / "gpu").exists()
+
+
+def test_the_process_engine_is_refused_for_a_policy_on_a_gpu(monkeypatch):
+    from posttrain.recipes import rl_engines
+
+    monkeypatch.setattr(rl_engines, "module_device", lambda model: torch.device("cuda"))  # no CUDA op runs
+    with pytest.raises(ConfigError, match='engines.kind = "process" runs its engine on a CPU core'):
+        with rl_engines.process_engine(None, None, None, None):
+            pass
