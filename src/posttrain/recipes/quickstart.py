@@ -1,9 +1,9 @@
 """The quickstart recipe: tasks → SFT warm start → held-out eval → GRPO → eval again.
 
-Everything runs in one process, on the device chosen once (`device`: a GPU where torch sees one,
-else the CPU; docs/gpu.md): the terminal-basics suite is generated,
-the oracle turns are played through the real sandbox to make demonstrations, a
-tokenizer and a tiny Llama are built in-process, then trained. The run directory
+Everything runs in one process: the terminal-basics suite is generated, the oracle turns
+are played through the real sandbox to make demonstrations, a tokenizer and a tiny Llama are
+built in-process, then trained and sampled on the device chosen once (`device`: a GPU where
+torch sees one, else the CPU; docs/gpu.md). The run directory
 gets the config, metrics (JSONL + TensorBoard), samples, an HF checkpoint,
 summary.json and report.html.
 """
