@@ -10,6 +10,7 @@ from typing import Callable
 
 from posttrain.errors import TaskError
 from posttrain.tasks import Task
+from posttrain.tasks.manifest import load_manifest, usable_tasks
 from posttrain.tasks.task import read_task
 
 Warn = Callable[[str], None]
@@ -52,8 +53,6 @@ def _readable(root: Path, warn: Warn) -> list[Task]:
 
 def _usable(tasks: list[Task], manifest: str, warn: Warn) -> list[Task]:
     """The tasks the manifest marks usable ("ok"); one warning counts those left out by status."""
-    from posttrain.validate import load_manifest, usable_tasks
-
     statuses = load_manifest(manifest)
     kept = usable_tasks(tasks, statuses)
     left = [t.id for t in tasks if t not in kept]

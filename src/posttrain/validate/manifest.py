@@ -1,4 +1,5 @@
-"""The validation manifest: what training and evaluation read to leave bad tasks out.
+"""The validation manifest: what training and evaluation read to leave bad tasks out (the
+readers live in tasks/manifest.py, below every layer that reads it).
 
     {"version": 1, "created": ..., "config": {...}, "counts": {"ok": 60, ...},
      "tasks": [{"id", "path", "status", "reasons", "checks": {...}, "difficulty", ...}]}
@@ -6,17 +7,15 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Iterable, TypeVar
 
-from posttrain.errors import ConfigError
+from posttrain.tasks.manifest import USABLE, load_manifest, load_manifest_tasks, usable_tasks
 from posttrain.validate.record import STATUSES, TaskReport
 from posttrain.validate.state import write_json_atomic
 
-T = TypeVar("T")
-USABLE = ("ok",)
+__all__ = ["USABLE", "load_manifest", "load_manifest_tasks", "manifest_dict", "usable_tasks",
+           "write_manifest"]
 
 
 def manifest_dict(reports: list[TaskReport], config: dict, policy: dict | None = None) -> dict:
@@ -30,35 +29,3 @@ def manifest_dict(reports: list[TaskReport], config: dict, policy: dict | None =
 def write_manifest(path: Path, data: dict) -> Path:
     write_json_atomic(Path(path), data)
     return Path(path)
-
-
-def load_manifest(path: str | Path) -> dict[str, str]:
-    """task id -> status (ok, broken, flaky, hackable, weak-verifier) from a manifest file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return {t["id"]: t["status"] for t in data["tasks"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path}: not a validation manifest ({type(e).__name__}: {e})") from None
-
-
-def usable_tasks(tasks: Iterable[T], manifest: dict[str, str] | str | Path,
-                 allow: Iterable[str] = USABLE) -> list[T]:
-    """The tasks (anything with an `.id`) whose manifest status is in `allow`. A task the
-    manifest does not list is left out too: it was never validated."""
-    statuses = manifest if isinstance(manifest, dict) else load_manifest(manifest)
-    allowed = set(allow)
-    return [t for t in tasks if statuses.get(t.id) in allowed]
-
-
-def load_manifest_tasks(path: str | Path) -> dict[str, dict]:
-    """task id -> {"status", "successes", "n"} (successes and n from the difficulty
-    calibration, None without one): what a curriculum starts from."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        out = {}
-        for t in data["tasks"]:
-            diff = t.get("difficulty") or {}
-            out[t["id"]] = {"status": t["status"], "successes": diff.get("successes"), "n": diff.get("n")}
-        return out
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ConfigError(f"{path}: not a validation manifest ({type(e).__name__}: {e})") from None
