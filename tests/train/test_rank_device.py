@@ -7,7 +7,7 @@ import pytest
 import torch.distributed as dist
 
 from posttrain.train.fsdp import ShardedTrainer
-from posttrain.train.ranks import rank_backend
+from posttrain.train.ranks import _on_host, rank_backend
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 
 from test_prompt_sharing import _groups, _model
@@ -16,6 +16,11 @@ from test_prompt_sharing import _groups, _model
 def test_a_rank_picks_nccl_on_a_gpu_and_gloo_on_a_cpu():
     assert rank_backend(True) == ("nccl", "cuda")
     assert rank_backend(False) == ("gloo", "cpu")
+
+
+def test_the_ranks_are_sent_a_policy_on_the_cpu_as_it_is():
+    model = _model()
+    assert _on_host(model) is model
 
 
 @pytest.fixture

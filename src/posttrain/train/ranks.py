@@ -90,6 +90,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _on_host(model):
+    """What the ranks are sent: the model itself on a CPU, else a CPU copy (each rank puts it on
+    its own device; a GPU tensor would not unpickle on a rank without that GPU)."""
+    import copy
+
+    if next(model.parameters()).device.type == "cpu":
+        return model
+    return copy.deepcopy(model).to("cpu")
+
+
 class RankedTrainer:
     def __init__(self, model, pad_id: int, optim, ranks: int, cpus: float = 0.5,
                  resources: dict | None = None, log_dir: Path | None = None, timeout_s: float = 60.0):
@@ -108,7 +118,7 @@ class RankedTrainer:
         run_id = uuid.uuid4().hex[:8]
         self.actors = []
         try:
-            self._start(cls, run_id, b, ranks, init, model, pad_id, optim, timeout_s)
+            self._start(cls, run_id, b, ranks, init, _on_host(model), pad_id, optim, timeout_s)
         except BaseException:
             self.close()  # a rank lost while starting: free its placement group for the resume
             raise
