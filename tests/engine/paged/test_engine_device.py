@@ -42,6 +42,7 @@ def test_a_gpu_plan_names_no_cpu_kernel(options, dtype):
     assert "mkl" not in plan.as_dict()["linear"].values() and "onednn" not in plan.as_dict()["linear"].values()
     assert "vllm" not in (plan.gemm, *plan.as_dict()["linear"].values())
     assert "CPU-only kernels (our GEMV kernels, vLLM-CPU's, MKL/oneDNN's packed GEMMs) are left out" in plan.line()
+    assert not plan.batch_invariant and not plan.greedy_prefix_invariant and "not batch-invariant" in plan.reason
 
 
 def test_the_plan_of_an_engine_on_cuda_is_planned_without_a_gpu(model):
