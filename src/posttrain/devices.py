@@ -12,6 +12,7 @@ import torch
 from pydantic import AfterValidator
 
 from posttrain.errors import ConfigError
+from posttrain.machine import cpu_has_bf16
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -62,6 +63,4 @@ def device_record(device: torch.device | str) -> dict:
     if device.type == "cuda":
         return {"device": str(device), "gpu": torch.cuda.get_device_name(device),
                 "bf16": bool(torch.cuda.is_bf16_supported())}
-    from posttrain.train.precision import resolve_dtype
-
-    return {"device": str(device), "gpu": None, "bf16": resolve_dtype("auto") == "bf16"}
+    return {"device": str(device), "gpu": None, "bf16": cpu_has_bf16()}

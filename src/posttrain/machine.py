@@ -30,6 +30,15 @@ def cpu_info() -> dict:
             "cores": len(os.sched_getaffinity(0)), "machine": platform.machine()}
 
 
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")   # bf16 dot products in hardware
+
+
+def cpu_has_bf16(flags: str | None = None) -> bool:
+    """Whether this CPU (or the space-separated `flags` given) computes bf16 in hardware."""
+    present = set((cpu_info()["all_flags"] if flags is None else flags).split())
+    return bool(present & set(BF16_FLAGS))
+
+
 def cpu_line(cpu: dict | None = None) -> str:
     """One line for tables and reports: model, key flags, cores."""
     c = cpu or cpu_info()

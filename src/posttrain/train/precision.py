@@ -10,10 +10,9 @@ from typing import Callable, Literal
 
 import torch
 
-from posttrain.machine import cpu_info
+from posttrain.machine import cpu_has_bf16
 
 ComputeDtype = Literal["auto", "fp32", "bf16"]
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 def resolve_dtype(setting: ComputeDtype, flags: str | None = None, device: str = "cpu") -> str:
@@ -24,8 +23,7 @@ def resolve_dtype(setting: ComputeDtype, flags: str | None = None, device: str =
         return setting
     if device == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    present = set((cpu_info()["all_flags"] if flags is None else flags).split())
-    return "bf16" if present & set(BF16_FLAGS) else "fp32"
+    return "bf16" if cpu_has_bf16(flags) else "fp32"
 
 
 def compute_context(dtype: str, device: str = "cpu") -> Callable[[], contextlib.AbstractContextManager]:
