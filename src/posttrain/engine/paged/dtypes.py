@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posttrain.kernels.plan import greedy_prefix
+from posttrain.kernels.plan import AMX_FLAGS, cpu_class, greedy_prefix
 from posttrain.machine import cpu_info
 
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # either one gives native bf16 dot products
@@ -64,5 +64,8 @@ def greedy_prefix_invariance(dtype: str, batch_invariant: bool, attention: str, 
     """(whether a greedy reply is the same with its prefix cached or computed cold, why), as tested
     (tests/engine/paged/test_vllm_attention.py, test_exact.py); the engine reads it from its kernel
     plan (kernels/plan.py), which decides AMX from /proc/cpuinfo rather than from torch."""
-    amx = device.type == "cpu" and torch.cpu._is_amx_tile_supported()
-    return greedy_prefix(dtype, "amx" if amx else "other", batch_invariant, attention, weights)
+    if device.type != "cpu":
+        return greedy_prefix(dtype, device.type, batch_invariant, attention, weights)
+    flags = frozenset(cpu_info()["all_flags"].split()) - set(AMX_FLAGS)
+    cpu = "amx" if torch.cpu._is_amx_tile_supported() else cpu_class(flags)
+    return greedy_prefix(dtype, cpu, batch_invariant, attention, weights)
