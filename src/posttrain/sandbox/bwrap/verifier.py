@@ -63,10 +63,15 @@ def run(sb, command: str, timeout_s: float, env: dict[str, str], tests: Path) ->
     return VerifierRun(result, areas / "logs" / "verifier", tampered)
 
 
+def _runner_init(sb) -> int | None:
+    """Host pid of the live runner's namespace init, or None."""
+    runner = sb._runner
+    return runner.ns.init_pid() if runner and runner.alive else None
+
+
 def _survivors(sb) -> bool:
     """Whether any process the agent started still runs in the runner's namespace."""
-    runner = sb._runner
-    init = runner.ns.init_pid() if runner and runner.alive else None
+    init = _runner_init(sb)
     return init is not None and bool(servers.left(servers.namespace_pids(init),
                                                   {init, *oldest_child(init)}))
 
@@ -74,8 +79,7 @@ def _survivors(sb) -> bool:
 def _runner_netns(sb) -> int | None:
     """An fd on the runner's network namespace; None when the verifier needs none (no
     runner, or the host network); -1 when one is needed but cannot be joined (not root)."""
-    runner = sb._runner
-    init = runner.ns.init_pid() if runner and runner.alive else None
+    init = _runner_init(sb)
     if init is None or sb.spec.network == "public":
         return None
     if not can_join_netns():

@@ -128,7 +128,7 @@ class DockerSandbox(Sandbox):
         for name in hostdir.WRITABLE:
             args += ["-v", f"{self.root / name}:/{name}"]
         for point in s.mount_points:
-            args += ["-v", f"{self._staged(point)}:{point}:ro"]
+            args += ["-v", f"{self.staged_path(point)}:{point}:ro"]
         for k, v in s.env.items():
             args += ["-e", f"{k}={v}"]
         return args
@@ -147,7 +147,6 @@ class DockerSandbox(Sandbox):
         """The host dir staged at mount point `point` (filled per command)."""
         return self.root / "mnt" / point.strip("/").replace("/", "_")
 
-    _staged = staged_path
 
     def _seed_app(self) -> None:
         """Copy the image's /app into the host dir that hides it (a bind mount)."""
@@ -237,12 +236,12 @@ class DockerSandbox(Sandbox):
             if dest not in self.spec.mount_points:
                 raise SandboxError(f"the docker backend mounts only at {self.spec.mount_points}, "
                                    f"not {dest}")
-            hostdir.stage_mount(self._staged(dest), Path(src), self.uid)
+            hostdir.stage_mount(self.staged_path(dest), Path(src), self.uid)
         try:
             return self.run_as(command, timeout_s, env, self._user("/tests" in (mounts or {})))
         finally:
             for dest in mounts or {}:
-                hostdir.clear_dir(self._staged(dest))
+                hostdir.clear_dir(self.staged_path(dest))
 
     def run_as(self, command: str, timeout_s: float, env: dict[str, str] | None,
                user: str) -> ExecResult:
