@@ -41,7 +41,7 @@ CRASHER = """
 from posttrain.sandbox import open_sandbox
 sb = open_sandbox("process")
 print(sb.root, flush=True)
-sb.exec("sleep 654.3210", timeout_s=600)
+sb.exec("sleep 65" + "4.4321", timeout_s=600)   # split: this script's argv must not match
 """
 
 
@@ -50,13 +50,13 @@ def test_process_backend_left_by_a_crash_is_reclaimed(state, host_pids, wait_unt
     proc = subprocess.Popen([sys.executable, "-c", CRASHER], stdout=subprocess.PIPE, text=True,
                             env=env)
     root = Path(proc.stdout.readline().strip())
-    wait_until(lambda: host_pids("654.3210"), "the command runs")
+    wait_until(lambda: host_pids("654.4321"), "the command runs")
     wait_until(lambda: "process_groups\": [[" in (root / "owner.json").read_text(),
                "its group is recorded")
     os.kill(proc.pid, signal.SIGKILL)                        # a crash: no cleanup ran
     proc.wait()
-    assert host_pids("654.3210")                             # its own session outlives it
+    assert host_pids("654.4321")                             # its own session outlives it
     report = reap(state)
     assert root.name in report.sandboxes and report.processes_killed == 1
-    wait_until(lambda: host_pids("654.3210") == [], "the reaper killed it")
+    wait_until(lambda: host_pids("654.4321") == [], "the reaper killed it")
     assert not root.exists()
