@@ -53,14 +53,19 @@ class Completion:
     routing: list[list[list[int]]] | None = None
 
 
+PARSE_FAILURES = ("malformed", "unterminated", "no_tool_call", "bad_json", "unknown_tool",
+                  "bad_arguments")   # the text protocol's two, then the tool-calling harness's
+
+
 @dataclass
 class Turn:
     """One agent action and what the sandbox answered."""
 
     action: str
-    kind: Literal["bash", "submit", "malformed", "unterminated", "denied"]   # denied: by a reviewer
+    kind: str     # bash | tool | submit | denied (by a reviewer) | a parse failure (PARSE_FAILURES)
     observation: str
     exec_result: ExecResult | None = None
+    failures: list[str] = field(default_factory=list)   # this reply's calls that did not parse
 
 
 @dataclass
@@ -117,6 +122,14 @@ class Episode:
     steps: list[Step] = field(default_factory=list)
     retries: int = 0        # engine and sandbox calls retried (agent/retry.py)
 
+    def parse_failures(self) -> dict[str, int]:
+        """Replies and tool calls that did not parse, by kind (PARSE_FAILURES)."""
+        counts: dict[str, int] = {}
+        for t in self.turns:
+            for kind in t.failures or ([t.kind] if t.kind in PARSE_FAILURES else []):
+                counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
     def streams(self) -> list[Segment]:
         """Every stream the engine saw, oldest first: the closed segments, then the current one."""
         return [*self.segments, Segment(self.tokens, self.loss_mask, self.logprobs, self.versions,
@@ -163,8 +176,8 @@ class Episode:
     def from_dict(cls, d: dict) -> Episode:
         d = {k: v for k, v in d.items() if k not in ("tokens_in", "tokens_out")}
         turns = [Turn(t["action"], t["kind"], t["observation"],
-                      ExecResult(**t["exec_result"]) if t.get("exec_result") else None)
-                 for t in d.pop("turns")]
+                      ExecResult(**t["exec_result"]) if t.get("exec_result") else None,
+                      t.get("failures", [])) for t in d.pop("turns")]
         segments = [Segment(**s) for s in d.pop("segments", [])]
         steps = [Step(**s) for s in d.pop("steps", [])]
         return cls(**d, turns=turns, segments=segments, steps=steps)

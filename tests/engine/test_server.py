@@ -142,6 +142,9 @@ def test_tool_calls_are_parsed_from_tool_call_blocks():
     assert content == "Let me look."
     assert calls[0]["function"] == {"name": "bash", "arguments": '{"cmd": "ls"}'}
     assert parse_tool_calls("<tool_call>{oops}</tool_call>") == ("<tool_call>{oops}</tool_call>", [])
+    listed = '<tool_call>[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]</tool_call>'
+    content, calls = parse_tool_calls(listed)       # SmolLM2's list form
+    assert content == "" and [c["function"]["name"] for c in calls] == ["a", "b"]
 
 
 def test_chat_accepts_tools(server):

@@ -24,11 +24,14 @@ class ChatFramer:
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def prompt(self, instruction: str) -> list[int]:
-        return self._encode(f"<|bos|><|system|>{self.system_prompt}{END}"
-                            f"<|user|>{instruction.strip()}{END}<|assistant|>")
+    renders_tools = False     # a harness lists its tools in the system prompt
 
-    def observation(self, text: str) -> list[int]:
+    def prompt(self, instruction: str, system: str | None = None, tools=None) -> list[int]:
+        return self._encode(f"<|bos|><|system|>{self.system_prompt if system is None else system}"
+                            f"{END}<|user|>{instruction.strip()}{END}<|assistant|>")
+
+    def observation(self, text: str, role: str | None = None) -> list[int]:
+        """Every observation is a <|tool|> turn in this layout, whatever the role."""
         return self._encode(f"<|tool|>{text}{END}<|assistant|>")
 
     def reply(self, text: str) -> list[int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from posttrain.agent.approval import ApprovalConfig
@@ -17,6 +19,7 @@ class AgentConfig(StrictModel):
     command_timeout_s: float = Field(10.0, gt=0)
     max_context: int = Field(2048, ge=64)           # tokens; longer episodes end as context_overflow
     sandbox_backend: str = "bwrap"
+    harness: Literal["auto", "text", "tools"] = "auto"   # auto: tools where a task declares them
     workers: int = Field(8, ge=1)                   # concurrent sandbox commands
     context: ContextConfig = ContextConfig()        # the default of domains that set none
     retries: int = Field(3, ge=0)                   # engine or sandbox faults retried per call (agent/retry.py)

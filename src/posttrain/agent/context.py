@@ -16,6 +16,7 @@ engine saw is exactly what is trained on (train/batch.py: by_segment).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from posttrain.agent.framing import single_turn
 from posttrain.agent.protocol import format_observation
@@ -34,6 +35,10 @@ class History:
 
     instruction: str
     turns: list[list[int]]
+    frame: Callable[[str], list[int]] | None = None   # an instruction's prompt ids (the harness's)
+
+    def prompt(self, framer, instruction: str) -> list[int]:
+        return self.frame(instruction) if self.frame else framer.prompt(instruction)
 
 
 def _flat(turns: list[list[int]]) -> list[int]:
@@ -58,7 +63,7 @@ class LastK(KeepAll):
         if dropped <= 0:
             return None
         note = f"{history.instruction.strip()}\n\n[{dropped} earlier turns left out]"
-        return framer.prompt(note) + _flat(history.turns[-self.cfg.k:])
+        return history.prompt(framer, note) + _flat(history.turns[-self.cfg.k:])
 
 
 class Truncate(KeepAll):
@@ -99,7 +104,7 @@ class Summarise(KeepAll):
             return None
         summary = self.summary(history.turns[:older], framer, engine)
         text = f"{history.instruction.strip()}\n\n[summary of the first {older} turns: {summary}]"
-        return framer.prompt(text) + _flat(history.turns[older:])
+        return history.prompt(framer, text) + _flat(history.turns[older:])
 
 
 POLICIES = {"keep_all": KeepAll, "last_k": LastK, "truncate": Truncate, "summarise": Summarise}

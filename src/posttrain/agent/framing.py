@@ -17,6 +17,12 @@ from posttrain.errors import PosttrainError
 from posttrain.models.tiny import CHAT_TEMPLATE
 
 _MARK = "\x00REPLY\x00"
+_PROBE_TOOL = "posttrain_probe_tool"
+
+
+def _probe_spec() -> dict:
+    return {"type": "function", "function": {"name": _PROBE_TOOL, "description": "",
+                                             "parameters": {"type": "object", "properties": {}}}}
 
 
 class TemplateFramer:
@@ -35,27 +41,37 @@ class TemplateFramer:
         if not after.startswith(end):
             raise PosttrainError("the chat template does not end assistant turns with the eos token")
         self._after_end = after[len(end):]
-        self._obs_prefix, self._obs_suffix = self._observation_parts(base, with_reply)
+        self._base, self._with_reply = base, with_reply
+        self._obs_parts = {observation_role: self._observation_parts(observation_role)}
+        self.renders_tools = _PROBE_TOOL in self._render(base[:2], True, [_probe_spec()])
 
-    def _render(self, messages, generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False,
+    def _render(self, messages, generation_prompt: bool, tools=None) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, tools=tools,
                                                   add_generation_prompt=generation_prompt)
 
-    def _observation_parts(self, base, with_reply) -> tuple[str, str]:
-        full = self._render(base + [{"role": self.role, "content": _MARK}], True)
-        tail = full[len(with_reply):]
+    def _observation_parts(self, role: str) -> tuple[str, str]:
+        full = self._render(self._base + [{"role": role, "content": _MARK}], True)
+        tail = full[len(self._with_reply):]
         prefix, _, suffix = tail.partition(_MARK)
         return prefix, suffix
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def prompt(self, instruction: str) -> list[int]:
-        return self._encode(self._render([{"role": "system", "content": self.system_prompt},
-                                          {"role": "user", "content": instruction.strip()}], True))
+    def prompt(self, instruction: str, system: str | None = None, tools=None) -> list[int]:
+        """tools: OpenAI-style specs for a template that renders them (renders_tools)."""
+        system = self.system_prompt if system is None else system
+        return self._encode(self._render([{"role": "system", "content": system},
+                                          {"role": "user", "content": instruction.strip()}],
+                                         True, tools))
 
-    def observation(self, text: str) -> list[int]:
-        return self._encode(self._after_end + self._obs_prefix + text + self._obs_suffix)
+    def observation(self, text: str, role: str | None = None) -> list[int]:
+        """The observation as a turn of `role` (default: the framer's), then the reply's start."""
+        role = role or self.role
+        if role not in self._obs_parts:
+            self._obs_parts[role] = self._observation_parts(role)
+        prefix, suffix = self._obs_parts[role]
+        return self._encode(self._after_end + prefix + text + suffix)
 
     def reply(self, text: str) -> list[int]:
         return self._encode(text) + [self.end_id]

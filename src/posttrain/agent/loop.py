@@ -15,6 +15,7 @@ an observation, and the wait is an approval Step that does not count against the
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -26,14 +27,15 @@ from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.context import History, KeepAll, context_policy
-from posttrain.agent.protocol import MALFORMED_HINT, UNTERMINATED_HINT, parse_action
+from posttrain.agent.harness import Harness, harness_for
+from posttrain.agent.protocol import Action
 from posttrain.agent.retry import EpisodeFault, FaultClass, with_retries
 from posttrain.agent.trial import open_task_sandbox, verify
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.errors import ConfigError
 from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
-from posttrain.types import Completion, Episode, Step, Turn
+from posttrain.types import PARSE_FAILURES, Completion, Episode, ExecResult, Step, Turn
 
 
 @dataclass
@@ -41,6 +43,7 @@ class _Live:
     task: Task
     episode: Episode
     policy: KeepAll
+    harness: Harness | None = None
     sandbox: Sandbox | None = None
     started: float = 0.0
     done: bool = False
@@ -75,9 +78,10 @@ def _fail(live: _Live, e: BaseException) -> None:
 def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None,
            version: int) -> None:
     t0 = time.perf_counter()
-    live.episode.append(framer.prompt(live.task.instruction), sampled=False)
-    live.episode.prompt_len = len(live.episode.tokens)
     try:   # not retried: a broken environment fails the same way again (eval reruns the trial)
+        live.harness = harness_for(live.task, cfg.harness, framer)
+        live.episode.append(live.harness.prompt(framer, live.task.instruction), sampled=False)
+        live.episode.prompt_len = len(live.episode.tokens)
         live.sandbox = open_task_sandbox(live.task, cfg.sandbox_backend)
     except Exception as e:  # a broken environment is an infra error, not a model failure
         _fail(live, e)
@@ -119,15 +123,17 @@ def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
     text, terminated = framer.decode_reply(comp.token_ids)
     if not terminated:  # close the turn so the next observation is well framed
         ep.append([framer.end_id], sampled=False)
-    return text, parse_action(text, terminated)
+    return text, live.harness.parse(text, terminated)
 
 
-def _exec(live: _Live, command: str, timeout_s: float, cfg: AgentConfig):
-    """The command's ExecResult (its failure is an observation), timed as a tool Step."""
+def _exec(live: _Live, action: Action, timeout_s: float, cfg: AgentConfig):
+    """The action's ExecResult (its failure is an observation), timed as a tool Step."""
     t0 = time.time()
-    result = _retried(lambda: live.sandbox.exec(command, timeout_s=timeout_s), "sandbox", [live], cfg)
+    result = _retried(lambda: live.harness.run(action, live.sandbox, timeout_s), "sandbox",
+                      [live], cfg)
     live.episode.steps.append(Step("tool", len(live.episode.turns), t0, time.time() - t0, {
-        "exit_code": result.exit_code, "timed_out": result.timed_out, "killed_by": result.killed_by}))
+        "exit_code": result.exit_code, "timed_out": result.timed_out, "killed_by": result.killed_by,
+        **({"tool": action.name} if action.kind == "tool" else {})}))
     return result
 
 
@@ -149,28 +155,49 @@ def _review(live: _Live, command: str, gate: Gate) -> Decision | None:
     return decision
 
 
-def _act(live: _Live, text: str, action, cfg: AgentConfig, gate: Gate | None) -> str | None:
-    """Run the action; return the observation, or None if the episode is over."""
-    if action.kind == "submit":
-        live.episode.turns.append(Turn(text, "submit", ""))
-        return None
-    if action.kind != "bash":
-        hint = MALFORMED_HINT if action.kind == "malformed" else UNTERMINATED_HINT
-        live.episode.turns.append(Turn(text, action.kind, hint))
-        return hint
-    if gate is not None and (verdict := _review(live, action.command, gate)) and not verdict.allow:
-        obs = denied_observation(verdict)
-        live.episode.turns.append(Turn(action.command, "denied", obs))
-        return obs
+def _described(action: Action) -> str:
+    """What a reviewer and the trajectory see of a runnable action."""
+    return action.command or f"{action.name} {json.dumps(action.args)}"
+
+
+def _run_one(live: _Live, action: Action, cfg: AgentConfig,
+             gate: Gate | None) -> tuple[str, ExecResult | None]:
+    """One runnable action's observation and result (None: a reviewer denied it)."""
+    if gate is not None and (verdict := _review(live, _described(action), gate)) \
+            and not verdict.allow:
+        return denied_observation(verdict), None
     left = float(live.task.config.agent.timeout_sec) - (time.perf_counter() - live.started)
-    try:
-        result = _exec(live, action.command, max(0.1, min(cfg.command_timeout_s, left)), cfg)
-    except EpisodeFault as e:
-        _fail(live, e)
-        return None
-    obs = live.policy.observation(result, cfg.observation_budget)
-    live.episode.turns.append(Turn(action.command, "bash", obs, result))
+    result = _exec(live, action, max(0.1, min(cfg.command_timeout_s, left)), cfg)
     live.episode.timings["exec_s"] = live.episode.timings.get("exec_s", 0.0) + result.duration_s
+    return live.policy.observation(result, cfg.observation_budget), result
+
+
+def _act(live: _Live, text: str, actions: list[Action], cfg: AgentConfig,
+         gate: Gate | None) -> str | None:
+    """Run the reply's actions in order; return the observation (the failures' hints and the
+    outputs, one per line), or None if the episode is over (submitted, failed, out of time)."""
+    failures = [a.kind for a in actions if a.kind in PARSE_FAILURES]
+    parts, kind, described, ran = [], "", "", None
+    for action in actions:
+        if action.kind == "submit":
+            live.episode.turns.append(Turn(described or text, "submit", "\n".join(parts), ran,
+                                           failures))
+            return None
+        if action.kind in PARSE_FAILURES:
+            parts.append(action.hint)
+            continue
+        try:
+            obs, result = _run_one(live, action, cfg, gate)
+        except EpisodeFault as e:
+            _fail(live, e)
+            return None
+        parts.append(obs)
+        if result is not None and kind in ("", "denied"):
+            kind, described, ran = action.kind, _described(action), result
+        elif not kind:
+            kind, described = "denied", _described(action)
+    obs = "\n".join(parts)
+    live.episode.turns.append(Turn(described or text, kind or failures[0], obs, ran, failures))
     if time.perf_counter() - live.started >= float(live.task.config.agent.timeout_sec):
         live.episode.status = "agent_timeout"
         return None
@@ -179,7 +206,8 @@ def _act(live: _Live, text: str, action, cfg: AgentConfig, gate: Gate | None) ->
 
 def _rewrite(live: _Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) -> None:
     """Let the episode's context policy replace its prompt (a new segment) before the call."""
-    history = History(live.task.instruction, live.turn_ids)
+    history = History(live.task.instruction, live.turn_ids,
+                      frame=lambda text: live.harness.prompt(framer, text))
     try:
         prompt = _retried(lambda: live.policy.prompt(history, framer, engine), "engine", [live], cfg)
     except EpisodeFault as e:
@@ -228,7 +256,7 @@ def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: Sampli
         if obs is None:
             live.done = True
         else:
-            live.episode.append(framer.observation(obs), sampled=False)
+            live.episode.append(live.harness.observation(framer, obs), sampled=False)
             live.turn_ids.append(live.episode.tokens[live.reply_start:])
 
 

@@ -9,7 +9,7 @@ the token limit is unterminated.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from posttrain.types import ExecResult
@@ -22,20 +22,27 @@ UNTERMINATED_HINT = "error: reply was cut off; keep commands short"
 
 @dataclass
 class Action:
-    kind: Literal["bash", "submit", "malformed", "unterminated"]
+    """One thing a reply asks for. bash: a shell command; tool: a declared tool's call (name,
+    args); submit; or a failure (types.PARSE_FAILURES) with the hint the model is answered."""
+
+    kind: Literal["bash", "tool", "submit", "malformed", "unterminated", "no_tool_call",
+                  "bad_json", "unknown_tool", "bad_arguments"]
     command: str = ""
+    name: str = ""
+    args: dict = field(default_factory=dict)
+    hint: str = ""
 
 
 def parse_action(text: str, terminated: bool = True) -> Action:
     """Parse one reply (without its end token). `terminated` is False if it hit the limit."""
     if not terminated:
-        return Action("unterminated")
+        return Action("unterminated", hint=UNTERMINATED_HINT)
     if text.strip() == SUBMIT:
         return Action("submit")
     m = BASH_RE.fullmatch(text)
     if m and m.group(1).strip() and "<bash>" not in m.group(1):
         return Action("bash", m.group(1).strip())
-    return Action("malformed")
+    return Action("malformed", hint=MALFORMED_HINT)
 
 
 def format_observation(result: ExecResult, budget: int = 512, tail: int = 0) -> str:

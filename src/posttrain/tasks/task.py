@@ -61,15 +61,22 @@ class Task:
             raise TaskError(f"{p}: missing (a single-turn task's oracle reply)")
         return p.read_text(encoding="utf-8")
 
-    def oracle_steps(self) -> list[str] | None:
-        """The oracle as agent turns, if the task ships solution/steps.json."""
+    def oracle_steps(self) -> list[str | dict] | None:
+        """The oracle as agent turns, if the task ships solution/steps.json: shell commands, or
+        tool calls {"name": ..., "arguments": {...}} for a task that declares tools."""
         p = self.solution_dir / "steps.json"
         if not p.is_file():
             return None
         steps = json.loads(p.read_text())
-        if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-            raise TaskError(f"{p}: must be a JSON list of shell commands")
+        if not isinstance(steps, list) or not all(isinstance(s, str) or _is_call(s) for s in steps):
+            raise TaskError(f"{p}: must be a JSON list of shell commands or of tool calls "
+                            '{"name": ..., "arguments": {...}}')
         return steps
+
+
+def _is_call(step) -> bool:
+    return isinstance(step, dict) and isinstance(step.get("name"), str) \
+        and isinstance(step.get("arguments", {}), dict)
 
 
 def _format_validation(err: ValidationError) -> str:
