@@ -46,8 +46,9 @@ def rl(
             value = e.get("pass_at_1", e.get("reward_mean"))
             console.print(f"held-out {metric} {label} = {value:.3f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}]")
     if "paired_diff" in s:
-        console.print(f"held-out strict before = {s['heldout_strict_before']:.3f}, after = {s['heldout_strict_after']:.3f}; "
-                      f"after - before (paired) = {s['paired_diff']:+.3f} [{s['paired_ci_low']:+.3f}, "
+        strict = (f"held-out strict before = {s['heldout_strict_before']:.3f}, after = "
+                  f"{s['heldout_strict_after']:.3f}; " if "heldout_strict_before" in s else "")
+        console.print(f"{strict}after - before (paired) = {s['paired_diff']:+.3f} [{s['paired_ci_low']:+.3f}, "
                       f"{s['paired_ci_high']:+.3f}]; report: {cfg.run_dir / 'report.html'}")
     if "policy" in s:
         console.print(f"final policy (HF checkpoint): {s['policy']}")

@@ -8,6 +8,7 @@ from dataclasses import asdict, replace
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.loop import run_episodes
+from posttrain.agent.stats import tool_stats
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.evals.stats import clustered_mean_ci
 from posttrain.tasks import Task
@@ -25,9 +26,14 @@ def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k:
         chunk = jobs[start:start + batch_episodes]
         seed = None if params.seed is None else params.seed + start
         episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg, progress=progress)
-    ci = asdict(clustered_mean_ci(pass_scores(episodes)))
+    scores = pass_scores(episodes)
+    ci = asdict(clustered_mean_ci(scores))
+    n = max(1, len(episodes))
     summary = {"pass_at_1": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
-               "n_tasks": ci["n_tasks"], "k": k}
+               "n_tasks": ci["n_tasks"], "k": k, "scores": scores,
+               "reward_mean": sum(e.reward for e in episodes) / n,
+               "turns_mean": sum(len(e.turns) for e in episodes) / n,
+               **tool_stats(episodes)}
     return summary, episodes
 
 

@@ -91,9 +91,35 @@ p = {summary['paired_p']:.2g}: {_verdict(summary)}</p>
     return out
 
 
+AGENT_ROWS = (("pass@1", "pass_at_1"), ("reward (partial credit)", "reward_mean"),
+              ("turns per episode", "turns_mean"), ("tool calls per episode", "tool_calls_mean"),
+              ("parse failures per episode", "parse_failures_mean"))
+
+
+def _heldout_table(s: dict, b: dict, a: dict, verdict: str) -> str:
+    """Single-turn tasks: partial and strict scores; agent tasks: pass@1 and what the agent did."""
+    if "strict_mean" not in b:
+        rows = "".join(f"<tr><td>{label}</td><td>{b.get(k, 0.0):.3f}</td><td>{a.get(k, 0.0):.3f}</td></tr>"
+                       for label, k in AGENT_ROWS)
+        return (f"<h2>Held-out episodes ({b['k']} per task, {b['n_tasks']} tasks)</h2><table><tr><th></th>"
+                f"<th>before RL</th><th>after RL</th></tr>{rows}</table><p><b>after &minus; before</b>, "
+                f"paired by task: pass@1 {s['paired_diff']:+.3f}, 95% CI [{s['paired_ci_low']:+.3f}, "
+                f"{s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {verdict}</p>")
+    return f"""<h2>Held-out score (greedy, one reply per task)</h2>
+<table><tr><th></th><th>partial (fraction of constraints met)</th><th>95% CI</th><th>strict (all met)</th><th>tasks</th></tr>
+<tr><td>before RL</td><td>{b['reward_mean']:.3f}</td><td>[{b['ci_low']:.3f}, {b['ci_high']:.3f}]</td>
+<td>{b['strict_mean']:.3f}</td><td>{b['n_tasks']}</td></tr>
+<tr><td>after RL</td><td>{a['reward_mean']:.3f}</td><td>[{a['ci_low']:.3f}, {a['ci_high']:.3f}]</td>
+<td>{a['strict_mean']:.3f}</td><td>{a['n_tasks']}</td></tr></table>
+<p><b>after &minus; before</b>, paired by task: partial {s['paired_diff']:+.3f}, 95% CI
+[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {verdict}
+Strict {s['paired_strict_diff']:+.3f}, 95% CI [{s['paired_strict_ci_low']:+.3f}, {s['paired_strict_ci_high']:+.3f}].</p>"""
+
+
 def write_rl_report(run_dir: Path, summary: dict, history: list[dict]) -> Path:
-    """report.html of `posttrain rl` on single-turn tasks: greedy held-out partial and strict
-    scores before and after, their paired difference, the training reward curve."""
+    """report.html of `posttrain rl` with a held-out comparison: before and after RL (single-turn
+    tasks: partial and strict scores; agent tasks: pass@1, turns, tool calls, parse failures),
+    their paired difference, the training reward curve."""
     s, b, a = summary, summary["eval_before"], summary["eval_after"]
     verdict = _verdict(s, "RL improved the held-out score", "RL made the held-out score worse")
     curve = f'<img src="data:image/png;base64,{_reward_curve(history, ("pass_rate", "all constraints met"))}">' \
@@ -104,15 +130,7 @@ td,th{{padding:4px 10px;border-bottom:1px solid #ddd}}</style></head><body>
 <h1>posttrain rl: {html.escape(run_dir.name)}</h1>
 <p>{s['steps']} steps, {s['trajectories']} trajectories, wall time {s['wall_s']} s, seed {s['seed']},
 on {html.escape(cpu_line(s['cpu']))}</p>
-<h2>Held-out score (greedy, one reply per task)</h2>
-<table><tr><th></th><th>partial (fraction of constraints met)</th><th>95% CI</th><th>strict (all met)</th><th>tasks</th></tr>
-<tr><td>before RL</td><td>{b['reward_mean']:.3f}</td><td>[{b['ci_low']:.3f}, {b['ci_high']:.3f}]</td>
-<td>{b['strict_mean']:.3f}</td><td>{b['n_tasks']}</td></tr>
-<tr><td>after RL</td><td>{a['reward_mean']:.3f}</td><td>[{a['ci_low']:.3f}, {a['ci_high']:.3f}]</td>
-<td>{a['strict_mean']:.3f}</td><td>{a['n_tasks']}</td></tr></table>
-<p><b>after &minus; before</b>, paired by task: partial {s['paired_diff']:+.3f}, 95% CI
-[{s['paired_ci_low']:+.3f}, {s['paired_ci_high']:+.3f}], p = {s['paired_p']:.2g}: {verdict}
-Strict {s['paired_strict_diff']:+.3f}, 95% CI [{s['paired_strict_ci_low']:+.3f}, {s['paired_strict_ci_high']:+.3f}].</p>
+{_heldout_table(s, b, a, verdict)}
 <h2>Training reward</h2>{curve}
 <p>Final policy (HF checkpoint directory): <code>{html.escape(str(s.get('policy', '')))}</code></p>
 </body></html>"""

@@ -34,6 +34,7 @@ from posttrain.recipes.rl_config import RLRunConfig
 from posttrain.recipes.rl_engines import kernel_plan_of, rollout_engine
 from posttrain.recipes.rl_env import EPISODES, build_env
 from posttrain.recipes.rl_heldout import heldout_gain, single_turn_eval
+from posttrain.recipes.tool_watch import ToolUseWatch
 from posttrain.recipes.summary import RunSummary
 from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
@@ -198,10 +199,13 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
                      "skipped_steps": 0}
         log = MetricsLog(run_dir)
 
+        watch = ToolUseWatch(env)
+
         def on_step(step: int, stats: dict) -> None:
             stats |= executor.metrics() | (judge.metrics() if judge is not None else {})
             stats |= stage_metrics(cfg.rollout.length_curriculum, step)
             log.log("rl", step, stats)
+            watch.check(step, stats)
             extra["metrics_lines"] += 1
             extra["skipped_steps"] += int(stats.get("skipped", 0))
             phases.advance("rl", reward=stats["reward_mean"], stale=stats["staleness_mean"],

@@ -110,7 +110,7 @@ def _demonstrations(cfg: RLRunConfig, train: list, warn: Warn):
     if not solved:
         raise PosttrainError("no demonstrations: the oracle solves none of the training tasks")
     corpus = [SYSTEM_PROMPT] + [s for x in solved for s in transcript_texts(x)]
-    return corpus, lambda tok: [demo_episode(x, framer_for(tok)) for x in solved]
+    return corpus, lambda tok: [demo_episode(x, framer_for(tok), cfg.agent.harness) for x in solved]
 
 
 def _copy_envs(cfg: RLRunConfig, resume_from: Path | None, device):

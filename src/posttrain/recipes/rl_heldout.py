@@ -42,10 +42,13 @@ def single_turn_eval(env, engine, seed: int, progress=None) -> dict:
 
 def heldout_gain(before: dict, after: dict) -> dict:
     """After - before on the same held-out tasks (evals.stats.paired_gain: paired by task, 95%
-    CI): the partial score, and the strict one beside it. Empty unless both evals kept their
+    CI): sandbox tasks' pass@1; single-turn tasks' partial score, and the strict one beside it. Empty unless both evals kept their
     per-task scores."""
     if "scores" not in before or "scores" not in after:
         return {}
+    if "pass_at_1" in before:       # sandbox tasks: pass@1, paired by task
+        return {"heldout_before": before["pass_at_1"], "heldout_after": after["pass_at_1"],
+                **paired_gain(before["scores"], after["scores"])}
     strict = paired_gain(before["strict_scores"], after["strict_scores"], "paired_strict")
     return {"heldout_partial_before": before["reward_mean"], "heldout_partial_after": after["reward_mean"],
             "heldout_strict_before": before["strict_mean"], "heldout_strict_after": after["strict_mean"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from posttrain.agent.stats import tool_stats
 from posttrain.types import Episode
 
 
@@ -20,7 +21,7 @@ def episode_stats(episodes: list[Episode]) -> dict[str, float]:
            "episodes": float(len(episodes))}
     for status, count in Counter(e.status for e in episodes).items():
         out[f"status_{status}"] = count / n
-    return out
+    return out | tool_stats(episodes)
 
 
 def domain_stats(groups) -> dict[str, float]:

@@ -16,10 +16,10 @@ import shlex
 
 from posttrain.agent.harness.base import Harness
 from posttrain.agent.harness.calls import parse_calls
-from posttrain.toolcalls import write_call
 from posttrain.agent.protocol import Action
 from posttrain.sandbox import Sandbox
 from posttrain.tasks.tools import ToolSet
+from posttrain.toolcalls import write_call
 from posttrain.types import ExecResult
 
 SUBMIT = {"name": "submit", "description": "Declare the task complete and end the episode.",
