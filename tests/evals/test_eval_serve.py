@@ -15,7 +15,7 @@ from scripted_server import serve_app
 
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.launch import EvalRequest, evaluate
-from posttrain.evals.toolagent import SYSTEM_PROMPT
+from posttrain.agent.harness.toolagent import SYSTEM_PROMPT
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
 from posttrain.serve.app import create_app
 from posttrain.tasks import load_tasks

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from posttrain.errors import ConfigError, PosttrainError, TaskError
-from posttrain.evals.chatclient import ChatClient, RetryPolicy
+from posttrain.agent.harness.chatclient import ChatClient, RetryPolicy
 from posttrain.evals.launch import EvalRequest, build_conditions, evaluate, read_tasks
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.runner import ToolExecutor, run_job

@@ -5,7 +5,7 @@ the evaluation still records every trial exactly once, each scored by its verifi
 import threading
 import time
 
-from posttrain.evals.chatclient import ChatClient
+from posttrain.agent.harness.chatclient import ChatClient
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.launch import EvalRequest, build_conditions, read_tasks
 from posttrain.evals.runner import ToolExecutor, run_job

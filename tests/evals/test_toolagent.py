@@ -1,36 +1,37 @@
-"""Parsing tool calls: structured ones, and Hermes-style calls written in the reply text."""
+"""The eval tool agent reads calls as RL's harness does: structured ones, and `<tool_call>`
+blocks in the reply text (Hermes objects or SmolLM2's list), each checked before it runs."""
 
-import json
+from posttrain.agent.harness.calls import check_call
+from posttrain.agent.harness.toolagent import _calls
+from posttrain.agent.harness.tools import ToolHarness
+from posttrain.tasks.tools import BASH
 
-from posttrain.evals.toolagent import parse_tool_call, tool_calls_in_text
-
-TOOLS = ("bash", "submit")
+SPECS = ToolHarness(BASH, native=True).specs
 
 
 def call(name, arguments):
     return {"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def test_parse_tool_call_cases():
-    assert parse_tool_call(call("bash", '{"command": "ls"}'), TOOLS) == ("bash", {"command": "ls"}, "")
-    assert parse_tool_call(call("submit", ""), TOOLS) == ("submit", {}, "")
-    assert "not valid JSON" in parse_tool_call(call("bash", "{ls"), TOOLS)[2]
-    assert "unknown tool" in parse_tool_call(call("python", "{}"), TOOLS)[2]
-    assert "non-empty" in parse_tool_call(call("bash", '{"command": " "}'), TOOLS)[2]
-    assert "JSON object" in parse_tool_call(call("bash", '["ls"]'), TOOLS)[2]
-    assert "unknown tool" in parse_tool_call({"function": "bash"}, TOOLS)[2]
+def kinds(message):
+    return [(check_call(c, SPECS).kind, check_call(c, SPECS).hint[:40]) for _, c in _calls(message)]
 
 
-def test_hermes_calls_in_text():
+def test_structured_calls_are_checked():
+    message = {"tool_calls": [call("bash", '{"command": "ls"}'), call("submit", ""),
+                              call("bash", "{ls"), call("python", "{}"),
+                              call("bash", '{"command": " "}'), call("bash", '["ls"]'),
+                              {"id": "x", "function": "bash"}]}
+    got = [k for k, _ in kinds(message)]
+    assert got == ["tool", "submit", "bad_json", "unknown_tool", "bad_arguments", "bad_arguments",
+                   "bad_json"]
+    (i, first), *_ = _calls(message)
+    assert i == "c" and check_call(first, SPECS).args == {"command": "ls"}
+
+
+def test_calls_written_in_the_text():
     text = ('I will look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls /app"}}\n'
-            '</tool_call><tool_call>{"name": "submit", "arguments": {}}</tool_call>')
-    calls = tool_calls_in_text(text)
-    assert [c["function"]["name"] for c in calls] == ["bash", "submit"]
-    assert json.loads(calls[0]["function"]["arguments"]) == {"command": "ls /app"}
-    assert parse_tool_call(calls[0], TOOLS) == ("bash", {"command": "ls /app"}, "")
-
-
-def test_hermes_call_that_is_not_json_is_reported_malformed():
-    (c,) = tool_calls_in_text("<tool_call>bash ls</tool_call>")
-    assert parse_tool_call(c, TOOLS)[2].startswith("error: unknown tool")
-    assert tool_calls_in_text("no calls here") == []
+            '</tool_call><tool_call>[{"name": "submit", "arguments": {}}]</tool_call>')
+    assert [k for k, _ in kinds({"content": text})] == ["tool", "submit"]
+    assert [k for k, _ in kinds({"content": "<tool_call>bash ls</tool_call>"})] == ["bad_json"]
+    assert _calls({"content": "no calls here"}) == []

@@ -19,7 +19,7 @@ from typing import Callable
 from posttrain.agent.approval import ApprovalConfig, gate_for
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.errors import ConfigError
-from posttrain.evals.chatclient import ChatClient
+from posttrain.agent.harness.chatclient import ChatClient
 from posttrain.evals.conditions import (PROTOCOL_DEFAULTS, EvalConditions, default_job_name,
                                         model_digest, tasks_digest)
 from posttrain.evals.contexts import check_domains, parse_contexts

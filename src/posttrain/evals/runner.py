@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Protocol
 
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.evals import taxonomy
-from posttrain.evals.chatclient import ChatClient
+from posttrain.agent.harness.chatclient import ChatClient
 from posttrain.evals.conditions import EvalConditions
 from posttrain.evals.jobdir import JobDir
 from posttrain.evals.pricing import Price, trial_cost

@@ -14,12 +14,12 @@ from pathlib import Path
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.trial import sandbox_spec, verify
 from posttrain.evals import taxonomy
-from posttrain.evals.chatclient import ChatClient
+from posttrain.agent.harness.chatclient import ChatClient
 from posttrain.evals.conditions import EvalConditions
 from posttrain.evals.jobdir import now_iso
 from posttrain.evals.record import TrialOutput, TrialRecord
-from posttrain.evals.toolagent import AgentLimits, run_agent
-from posttrain.evals.toolcheckpoint import ToolCheckpoints
+from posttrain.agent.harness.toolagent import AgentLimits, eval_harness, run_agent
+from posttrain.agent.harness.toolcheckpoint import ToolCheckpoints
 from posttrain.sandbox import Sandbox
 from posttrain.sandbox.environment import prepare_environment
 from posttrain.sandbox.pool import SandboxPool
@@ -102,7 +102,8 @@ def run_tool_trial(task: Task, attempt: int, client: ChatClient, c: EvalConditio
                              {"temperature": c.temperature, "top_p": c.top_p,
                               "max_tokens": c.max_reply_tokens, "seed": c.seed * 1000 + attempt})
         saves = None if store is None else ToolCheckpoints(store, (task.id, attempt, 0))
-        run = run_agent(task.instruction, sandbox, client, limits, c.tools, gate, (task.id, attempt), saves)
+        run = run_agent(task.instruction, sandbox, client, limits, eval_harness(task, c.tools), gate,
+                        (task.id, attempt), saves)
         t1 = time.perf_counter()
         verdict = verify(task, sandbox)
         rec.timings["verifier_s"] = time.perf_counter() - t1

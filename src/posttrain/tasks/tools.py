@@ -34,7 +34,7 @@ class ToolSet:
 
 BASH = ToolSet("", ({"name": "bash", "description": "Run one shell command in /app and return "
                      "its output.", "parameters": {"type": "object", "properties": {
-                         "command": {"type": "string"}}, "required": ["command"]}},))
+                         "command": {"type": "string", "pattern": "\\S"}}, "required": ["command"]}},))
 
 
 def task_tools(task) -> ToolSet | None:

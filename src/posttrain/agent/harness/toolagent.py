@@ -1,4 +1,5 @@
-"""The built-in tool-calling agent for OpenAI-compatible endpoints: `bash` and `submit` tools.
+"""The tool-calling agent for OpenAI-compatible endpoints (eval's tools protocol): the task's
+declared tools (tools.json) or `bash`, and `submit`, run through the same ToolHarness as RL's.
 
 Each turn: one chat completion; every tool call in the reply is answered with a `tool`
 message (command output, or an error for a malformed call). The agent phase ends on
@@ -6,40 +7,43 @@ message (command output, or an error for a malformed call). The agent phase ends
 MAX_MALFORMED_IN_A_ROW replies in a row with no usable tool call (a model_error). With a Gate
 (agent/approval.py), a bash call its policy matches waits for a reviewer; a denied one is
 answered with the denial, and the wait is added to the agent's deadline. With checkpoints
-(evals/toolcheckpoint.py), a trial killed midway goes on at its last completed turn.
-A reply without structured `tool_calls` whose text holds Hermes-style `<tool_call>` blocks
-is read as those calls (what vLLM's hermes parser does server-side), so models served
-without a tool-call parser, such as by `posttrain serve`, can still act.
+(agent/harness/toolcheckpoint.py), a trial killed midway goes on at its last completed turn.
+A reply without structured `tool_calls` whose text holds `<tool_call>` blocks (Hermes objects or
+SmolLM2's list) is read as those calls (what vLLM's hermes parser does server-side), so models
+served without a tool-call parser can still act. Every call is checked as RL checks it
+(agent/harness/calls.py).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 
 from posttrain.agent.approval import ApprovalRequest, Gate, denied_observation
-from posttrain.agent.protocol import format_observation
-from posttrain.evals.chatclient import ChatClient, ContextOverflow, ModelError
-from posttrain.evals.toolcheckpoint import ToolCheckpoints
+from posttrain.agent.harness.calls import check_call
+from posttrain.agent.harness.chatclient import ChatClient, ContextOverflow, ModelError
+from posttrain.agent.harness.toolcheckpoint import ToolCheckpoints
+from posttrain.agent.harness.tools import ToolHarness
+from posttrain.agent.protocol import Action, format_observation
 from posttrain.sandbox import Sandbox
+from posttrain.tasks.tools import BASH, ToolSet, task_tools
+from posttrain.toolcalls import read_calls
 
 SYSTEM_PROMPT = ("You are an autonomous agent in a Linux sandbox; your working directory is "
                  "/app. Use the bash tool to run shell commands, one per call, and read their "
                  "output. When the task is complete, call the submit tool.")
-NO_TOOL_HINT = "error: no tool call. Call the bash tool to run a command, or submit when done."
+TOOLS_PROMPT = ("You are an autonomous agent. Act by calling the tools you are given, and read "
+                "their results. When the task is complete, call the submit tool.")
+NO_TOOL_HINT = "error: no tool call. Call a tool, or submit when done."
 MAX_MALFORMED_IN_A_ROW = 3
 
-TOOL_SPECS = {
-    "bash": {"type": "function", "function": {
-        "name": "bash", "description": "Run one shell command in /app and return its output.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                       "required": ["command"]}}},
-    "submit": {"type": "function", "function": {
-        "name": "submit", "description": "Declare the task complete and end the episode.",
-        "parameters": {"type": "object", "properties": {}}}},
-}
+
+def eval_harness(task, allowed: tuple[str, ...]) -> ToolHarness:
+    """The task's declared tools, else `bash` where the conditions allow it; `submit` always."""
+    declared = task_tools(task)
+    tools = declared or (BASH if "bash" in allowed else ToolSet("", ()))
+    return ToolHarness(tools, native=True)     # the endpoint renders the tools itself
 
 
 @dataclass
@@ -70,55 +74,15 @@ class AgentLimits:
     sampling: dict  # temperature, top_p, max_tokens, seed
 
 
-TEXT_CALL_RE = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
-def tool_calls_in_text(content: str) -> list[dict]:
-    """Tool calls written in the reply text, Hermes/Qwen style, for servers that do not parse
-    them: `<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>`."""
-    calls = []
-    for i, raw in enumerate(TEXT_CALL_RE.findall(content or "")):
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            args = obj.get("arguments", {})
-            args = args if isinstance(args, str) else json.dumps(args)
-            calls.append({"id": f"text_call_{i}", "type": "function",
-                          "function": {"name": obj.get("name"), "arguments": args}})
-        else:  # keep it, so the model is told its call was malformed
-            calls.append({"id": f"text_call_{i}", "type": "function",
-                          "function": {"name": None, "arguments": raw}})
-    return calls
-
-
-def parse_tool_call(call: dict, allowed: tuple[str, ...]) -> tuple[str, dict, str]:
-    """(name, arguments, error); error is non-empty when the call cannot be used."""
-    fn = call.get("function") if isinstance(call, dict) else None
-    name = fn.get("name") if isinstance(fn, dict) else None
-    if not isinstance(name, str) or name not in allowed:
-        return "", {}, f"error: unknown tool {name!r}; available tools: {', '.join(allowed)}"
-    raw = fn.get("arguments") or "{}"
-    try:
-        args = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError as e:
-        return name, {}, f"error: arguments of {name} are not valid JSON ({e.msg})"
-    if not isinstance(args, dict):
-        return name, {}, f"error: arguments of {name} must be a JSON object"
-    if name == "bash" and not (isinstance(args.get("command"), str) and args["command"].strip()):
-        return name, {}, "error: bash needs a non-empty string argument 'command'"
-    return name, args, ""
-
-
 def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: AgentLimits,
-              tools: tuple[str, ...], gate: Gate | None = None, trial: tuple[str, int] = ("", 0),
+              harness: ToolHarness, gate: Gate | None = None, trial: tuple[str, int] = ("", 0),
               checkpoints: ToolCheckpoints | None = None) -> AgentRun:
     """The agent phase; `trial` (task id, attempt) names it to the gate's reviewer. With
     `checkpoints`, it goes on from the trial's last checkpoint and saves one after every turn."""
-    run = AgentRun(messages=[{"role": "system", "content": SYSTEM_PROMPT},
+    system = SYSTEM_PROMPT if harness.tools.command == "" and "bash" in harness.specs else TOOLS_PROMPT
+    run = AgentRun(messages=[{"role": "system", "content": system},
                              {"role": "user", "content": instruction}])
-    specs = [TOOL_SPECS[t] for t in tools]
+    specs = [{"type": "function", "function": s} for s in harness.specs.values()]
     run.deadline = time.perf_counter() + limits.timeout_s
     first, in_a_row = (0, 0) if checkpoints is None else checkpoints.resume(run, sandbox, limits.timeout_s)
     for turn in range(first, limits.max_turns):
@@ -139,7 +103,7 @@ def run_agent(instruction: str, sandbox: Sandbox, client: ChatClient, limits: Ag
         run.completion_tokens += reply.completion_tokens
         run.model_s += reply.latency_s
         review = None if gate is None else (gate, *trial, turn)
-        usable = _answer(run, reply.message, sandbox, limits, tools, review)
+        usable = _answer(run, reply.message, sandbox, limits, harness, review)
         run.turns.append({"turn": turn, "latency_s": reply.latency_s, "retries": reply.retries,
                           "prompt_tokens": reply.prompt_tokens,
                           "completion_tokens": reply.completion_tokens,
@@ -178,38 +142,60 @@ def _turn_seed(seed, turn: int):
     return None if seed is None else seed * 1000 + turn
 
 
+def _calls(message: dict) -> list[tuple[str | None, dict | str]]:
+    """(id, call) for each call: the structured ones, else those written in the text."""
+    structured = message.get("tool_calls")
+    if isinstance(structured, list) and structured:
+        return [(c.get("id") if isinstance(c, dict) else None, _plain(c)) for c in structured]
+    return [(None, c) for c in read_calls(message.get("content") or "")]
+
+
+def _plain(call) -> dict | str:
+    """An OpenAI tool call as {"name", "arguments"}; its JSON text when it has no usable name."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        return json.dumps(call)
+    return {"name": fn["name"], "arguments": fn.get("arguments") or "{}"}
+
+
 def _answer(run: AgentRun, message: dict, sandbox: Sandbox, limits: AgentLimits,
-            tools: tuple[str, ...], review: tuple | None) -> bool:
+            harness: ToolHarness, review: tuple | None) -> bool:
     """Append the assistant message and one tool message per call; True if any call was usable.
     review: (gate, task id, attempt, turn) when commands may wait for a reviewer."""
-    calls = message.get("tool_calls") or []
-    calls = calls if isinstance(calls, list) else []
+    structured = message.get("tool_calls") or []
     content = message.get("content") or ""
     run.messages.append({"role": "assistant", "content": content,
-                         **({"tool_calls": calls} if calls else {})})
-    calls = calls or tool_calls_in_text(content)
+                         **({"tool_calls": structured} if isinstance(structured, list) and structured else {})})
+    calls = _calls(message)
     if not calls:
         run.n_malformed += 1
         run.messages.append({"role": "user", "content": NO_TOOL_HINT})
         return False
     usable = False
-    for i, call in enumerate(calls):
-        name, args, err = parse_tool_call(call, tools)
-        call_id = (call.get("id") if isinstance(call, dict) else None) or f"call_{i}"
-        if err:
-            run.n_malformed += 1
-            content = err
-        elif name == "submit":
-            usable, run.submitted, content = True, True, "submitted"
-        elif review is not None and (denial := _review(run, args["command"], review)):
-            usable, content = True, denial
-        else:
-            usable = True
-            left = max(0.1, run.deadline - time.perf_counter())
-            result = sandbox.exec(args["command"], timeout_s=min(limits.command_timeout_s, left))
-            run.sandbox_s += result.duration_s
-            content = format_observation(result, limits.observation_budget)
-        run.messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+    for i, (call_id, call) in enumerate(calls):
+        action = check_call(call, harness.specs)
+        usable = usable or action.kind in ("tool", "submit")
+        content = _result(run, action, sandbox, limits, harness, review)
+        run.messages.append({"role": "tool", "tool_call_id": call_id or f"call_{i}", "content": content})
         if run.submitted:
             break
     return usable
+
+
+def _result(run: AgentRun, action: Action, sandbox: Sandbox, limits: AgentLimits,
+            harness: ToolHarness, review: tuple | None) -> str:
+    """What the tool message says: the failure's hint, "submitted", a denial, or the output."""
+    if action.kind == "submit":
+        run.submitted = True
+        return "submitted"
+    if action.kind != "tool":
+        run.n_malformed += 1
+        return action.hint
+    command = action.args.get("command") if action.name == "bash" else \
+        f"{action.name} {json.dumps(action.args)}"
+    if review is not None and (denial := _review(run, command, review)):
+        return denial
+    left = max(0.1, run.deadline - time.perf_counter())
+    result = harness.run(action, sandbox, min(limits.command_timeout_s, left))
+    run.sandbox_s += result.duration_s
+    return format_observation(result, limits.observation_budget)
