@@ -8,7 +8,7 @@ from typing import Literal
 KilledBy = Literal["none", "timeout", "memory", "pids", "output"]
 EpisodeStatus = Literal[
     "ok", "agent_timeout", "verifier_timeout", "verifier_error", "verifier_tampered",
-    "infra_error", "context_overflow"
+    "infra_error", "context_overflow", "model_error"    # model_error: an agent program failed
 ]
 
 

@@ -148,3 +148,13 @@ def test_an_agent_that_fails_is_a_model_error(tok, kv_task):  # noqa: F811
 def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
 
+
+
+def test_rl_env_runs_the_program_agent_program_names(tok, kv_task):  # noqa: F811
+    from posttrain.rollout.envs import SandboxEnv
+    from posttrain.schedule.sampler import GroupJob
+
+    env = SandboxEnv([kv_task], ChatFramer(tok), CFG.model_copy(update={"program": EXAMPLE}), 1)
+    ep = _run(tok, kv_task, REPLIES, lambda e: env.run([GroupJob(0, 0, kv_task.id, 0)], e)[0])
+    assert ep.reward == 1.0 and [t.kind for t in ep.turns][-2:] == ["tool", "submit"]
+    assert sum(ep.loss_mask) > 0 and "byo_history_rewrites" not in ep.timings

@@ -20,6 +20,7 @@ class AgentConfig(StrictModel):
     max_context: int = Field(2048, ge=64)           # tokens; longer episodes end as context_overflow
     sandbox_backend: str = "bwrap"
     harness: Literal["auto", "text", "tools"] = "auto"   # auto: tools where a task declares them
+    program: list[str] | None = None   # an agent program (argv) run per episode (agent/byo/)
     workers: int = Field(8, ge=1)                   # concurrent sandbox commands
     context: ContextConfig = ContextConfig()        # the default of domains that set none
     retries: int = Field(3, ge=0)                   # engine or sandbox faults retried per call (agent/retry.py)
@@ -27,6 +28,14 @@ class AgentConfig(StrictModel):
     retry_backoff_max_s: float = Field(8.0, ge=0)
     otel: OtelConfig | None = None                  # [agent.otel]: a span per step (agent/traces.py)
     approval: ApprovalConfig = ApprovalConfig()     # [agent.approval]: off; eval --approve (agent/approval.py)
+
+    @model_validator(mode="after")
+    def _program_alone(self):
+        if self.program is not None and not self.program:
+            raise ValueError("agent.program must name a command (an argv list)")
+        if self.program and self.approval.on:
+            raise ValueError("agent.approval gates the built-in loop's commands, not an agent program's")
+        return self
 
     @model_validator(mode="after")
     def _backoff_order(self):

@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.config import AgentConfig
-from posttrain.agent.loop import run_episodes
+from posttrain.agent.episodes import run_agent_episodes
 from posttrain.agent.stats import tool_stats
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.evals.stats import clustered_mean_ci
@@ -25,7 +25,8 @@ def evaluate_pass_at_1(tasks: list[Task], engine: Engine, framer: ChatFramer, k:
     for start in range(0, len(jobs), batch_episodes):
         chunk = jobs[start:start + batch_episodes]
         seed = None if params.seed is None else params.seed + start
-        episodes += run_episodes(chunk, engine, framer, replace(params, seed=seed), cfg, progress=progress)
+        episodes += run_agent_episodes(chunk, engine, framer, replace(params, seed=seed), cfg,
+                                       progress=progress)
     scores = pass_scores(episodes)
     ci = asdict(clustered_mean_ci(scores))
     n = max(1, len(episodes))

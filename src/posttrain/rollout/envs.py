@@ -1,7 +1,8 @@
 """Environments that turn group assignments into episodes.
 
-SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox
-(agent.loop.run_episodes), with a per-episode time cap, each domain's context policy and,
+SandboxEnv: multi-turn agent episodes over Harbor tasks in the real sandbox (agent/episodes.py:
+the built-in loop, or the agent program agent.program names), with a per-episode time cap, each
+domain's context policy and,
 with agent.otel set, a trace per episode, and with `checkpoints` a checkpoint of each episode
 after every turn (agent/checkpoint.py). SingleTurnEnv: one reply per
 prompt scored by a Python reward function (the setting TRL's GRPOTrainer covers).
@@ -23,7 +24,7 @@ from pathlib import Path
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
-from posttrain.agent.loop import run_episodes
+from posttrain.agent.episodes import run_agent_episodes
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.rollout.length import LengthStage, budgets_at
 from posttrain.schedule.config import ContextConfig
@@ -95,7 +96,8 @@ class SandboxEnv(Environment):
         params = SamplingParams(temperature=self.temperature, seed=jobs[0].seed)
         store = EpisodeStore(self.checkpoints) if self.checkpoints is not None else None
         agent = self._agent_at(engine.policy_version)
-        episodes = run_episodes(runs, engine, self.framer, params, agent, contexts, self.tracer(), store)
+        episodes = run_agent_episodes(runs, engine, self.framer, params, agent, contexts, self.tracer(),
+                                      store)
         g = self.group_size
         return [episodes[i * g:(i + 1) * g] for i in range(len(jobs))]
 
