@@ -41,6 +41,7 @@ SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
     "terminal-tools": Suite("posttrain.tasks.suites.terminal_tools.suite",
                             "posttrain.tasks.suites.terminal_tools.probes"),
     "code": Suite("posttrain.tasks.suites.code.suite"),
+    "tool-use": Suite("posttrain.tasks.suites.tool_use.suite", "posttrain.tasks.suites.tool_use.probes"),
     "instruct": Suite("posttrain.tasks.suites.instruct.suite", "posttrain.tasks.suites.instruct.probes",
                       extra="instruct", scorer="posttrain.tasks.suites.instruct.score"),
 }

@@ -1,0 +1,1 @@
+"""The `tool-use` suite: multi-turn tasks solved only through declared, stateful tools."""
