@@ -15,6 +15,7 @@ from posttrain.tasks.suites import SUITES
 
 OUT_OF_RANGE = {          # per suite: a knob value its Knobs (or its own check) refuses
     "terminal-basics": "families=nope",
+    "tool-use": "obs_pad=401",
     "finance": "tokens=10",
     "longctx": "tokens=10",
     "cad": "max_features=9",

@@ -12,7 +12,7 @@ from posttrain.validate.runs import attempt
 # Where each domain suite's partial agents live; code ships its near misses in every task.
 PARTIAL_SOURCES = {"finance": "PARTIAL", "longctx": "PARTIAL", "cad": "PARTIAL",
                    "terminal-tools": "PARTIAL", "code": "solution/mutants/partial-fix.sh",
-                   "instruct": "PARTIAL"}  # replies, graded in test_instruct.py
+                   "instruct": "PARTIAL", "tool-use": "PARTIAL"}  # instruct: replies, graded in test_instruct.py
 
 
 def _partial(suite: str) -> dict:

@@ -6,7 +6,7 @@ program (/app/.tools/run.py) and its own initial state (/app/.state/state.json).
 found by playing the oracle's calls through the same program: one condition per item they
 change. The verifier gives the share of conditions met, and 0 for a state with any other
 change (check.py). Splits: "heldout-family" is the calendar family, "heldout-combo" the train
-families' held-out combos, any other split name (train) the rest. Same seed, same tasks.
+families' held-out combos, "heldout" both, any other split name (train) the rest. Same seed, same tasks.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ find /logs/verifier -mindepth 1 -delete 2>/dev/null
 
 def split_families(split: str) -> dict[str, tuple[str, ...]]:
     """{family: its combos} a split draws from: "heldout-family" the held-out families (every
-    combo), "heldout-combo" the others' held-out combos, any other split the rest."""
+    combo), "heldout-combo" the others' held-out combos, "heldout" both, any other split the rest."""
     if split == "heldout-family":
         return {f: tuple(FAMILIES[f]) for f in HELDOUT_FAMILIES}
     train = [f for f in FAMILIES if f not in HELDOUT_FAMILIES]
     if split == "heldout-combo":
         return {f: (HELDOUT_COMBOS[f],) for f in train}
+    if split == "heldout":
+        return split_families("heldout-family") | split_families("heldout-combo")
     return {f: tuple(c for c in FAMILIES[f] if c != HELDOUT_COMBOS[f]) for f in train}
 
 
