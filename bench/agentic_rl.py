@@ -35,6 +35,7 @@ from posttrain.tasks.suites import generate
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "smollm2_tools.toml"
 SEEDS = {"quick": [0], "full": [0, 1, 2]}
+CALLS = "calls=2-4"          # as the recipe's own commands (examples/smollm2_tools.toml)
 EPISODE_KEYS = ("turns_mean", "tool_calls_mean", "parse_failures_mean", "reward_mean")
 
 
@@ -42,9 +43,9 @@ def make_tasks(root: Path, n_train: int, n_heldout: int) -> tuple[Path, Path]:
     """Train (seed 0) and held-out (seed 2: held-out families and combos) folders, made once."""
     train, held = root / f"train-{n_train}", root / f"heldout-{n_heldout}"
     if not train.is_dir():
-        generate("tool-use", train, n_train, 0, "train")
+        generate("tool-use", train, n_train, 0, "train", [CALLS])
     if not held.is_dir():
-        generate("tool-use", held, n_heldout, 2, "heldout")
+        generate("tool-use", held, n_heldout, 2, "heldout", [CALLS])
     return train, held
 
 

@@ -131,3 +131,9 @@ def test_the_example_config_reads():
 def test_the_multi_turn_example_config_reads():
     cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_terminal.toml"))
     assert cfg.tasks.kind == "terminal-basics" and cfg.policy.hf_sft_steps > 0 and cfg.policy.sft_lr < 1e-3
+
+
+def test_the_tool_use_example_config_reads():
+    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_tools.toml"))
+    assert cfg.tasks.kind == "dir" and cfg.policy.hf_sft_steps > 0 and cfg.agent.harness == "auto"
+    assert cfg.agent.max_reply_tokens >= 48          # a call with its JSON arguments fits
