@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from parts.report import add_args, cpu, write_json
+from rich.console import Console
 
 from posttrain.recipes.rl import evaluate, run_rl
 from posttrain.recipes.rl_config import load_rl_config
@@ -87,7 +88,7 @@ def base_table(tasks: tuple[Path, Path], out: Path, per_cell: int) -> dict:
 
 def seed_run(tasks: tuple[Path, Path], out: Path, seed: int, extra: list[str]) -> dict:
     cfg = recipe(tasks, out, f"seed-{seed}", seed, extra)
-    s = run_rl(cfg, overwrite=True)
+    s = run_rl(cfg, overwrite=True, console=Console(stderr=True))     # progress lines on stderr
     b, a = s["eval_before"], s["eval_after"]
     return {"heldout_before": round(s["heldout_before"], 4), "heldout_after": round(s["heldout_after"], 4),
             "paired_diff": round(s["paired_diff"], 4), "paired_ci_low": round(s["paired_ci_low"], 4),
