@@ -14,17 +14,23 @@ the task paths, seed and run directory set): the held-out pass@1 after the SFT w
 (`heldout_before`) and after RL, paired by task with its 95% CI, turns, tool calls and parse
 failures per episode before and after, and wall time. The base model's held-out score is measured
 once, with the same evaluation and no warm start.
+
+TRL's GRPOTrainer (pinned trl, bench extra) as the peer: its tools mode and `environment_factory`
+need a chat template that renders tool calls, which SmolLM2-135M-Instruct's does not; the run
+builds the trainer as TRL's docs show and records what it says (`trl_peer`).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from parts.report import add_args, cpu, write_json
+from parts.trl_tools import trl_tool_support
 from rich.console import Console
 
 from posttrain.recipes.rl import evaluate, run_rl
@@ -61,7 +67,9 @@ def scored(cfg, out: Path) -> dict:
     policy.hf_sft_steps=0: the base model)."""
     _, held_env, model, tok, _ = build_env(cfg, out, None)
     with rollout_engine(cfg, model, tok, held_env) as (engine, env):
-        return evaluate(env, engine, cfg, cfg.seed + 424_242)
+        summary = evaluate(env, engine, cfg, cfg.seed + 424_242)
+    gc.collect()                 # the engine's KV blocks go before the next phase builds its own
+    return summary
 
 
 def base_table(tasks: tuple[Path, Path], out: Path, per_cell: int) -> dict:
@@ -119,12 +127,15 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change the recipe (a smoke run: --set rollout.steps=2); recorded in the JSON")
     ap.add_argument("--tasks", type=int, nargs=2, default=(256, 200), metavar=("TRAIN", "HELDOUT"))
-    ap.add_argument("--base-per-cell", type=int, default=4, help="train tasks per family/level for pass@8")
+    ap.add_argument("--base-per-cell", type=int, default=2, help="train tasks per family/level for pass@8")
     a = ap.parse_args()
     t0 = time.perf_counter()
     tasks = make_tasks(a.out / "tasks", *a.tasks)
     result: dict = {"size": "quick" if a.quick else "full", "cpu": cpu(), "recipe": EXAMPLE.name,
                     "tasks": list(a.tasks), "recipe_changes": a.set, "seeds": {}}
+    model_dir = Path(load_rl_config(str(EXAMPLE), []).policy.init).expanduser()
+    result["trl_peer"] = trl_tool_support(model_dir, a.out / "trl")
+    write_json(a.json, result)
     result["base_pass_at_8"] = base_table(tasks, a.out, a.base_per_cell)
     write_json(a.json, result)
     base = scored(recipe(tasks, a.out, "base-heldout", 0, ["policy.hf_sft_steps=0", *a.set]),
