@@ -103,11 +103,11 @@ def test_extension_rule():
 def test_keys_and_streaming_are_refused(tok, kv_task):  # noqa: F811
     from posttrain.agent.byo.session import Session
     from posttrain.agent.harness import harness_for
-    from posttrain.agent.loop import _Live
+    from posttrain.agent.live import Live
     from posttrain.types import Episode
 
     framer = ChatFramer(tok)
-    live = _Live(kv_task, Episode(kv_task.id, 0), None, harness=harness_for(kv_task, "tools", framer))
+    live = Live(kv_task, Episode(kv_task.id, 0), None, harness=harness_for(kv_task, "tools", framer))
     with RolloutEndpoint() as endpoint:
         key = endpoint.register(Session(live, framer, None, SamplingParams(), CFG, None))
         body = {"messages": [{"role": "user", "content": "hi"}]}

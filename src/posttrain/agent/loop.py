@@ -14,56 +14,36 @@ an observation, and the wait is an approval Step that does not count against the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable
 
-from posttrain.agent.approval import NO_APPROVER, ApprovalRequest, Decision, Gate, denied_observation
+from posttrain.agent.approval import (
+    NO_APPROVER,
+    ApprovalRequest,
+    Decision,
+    Gate,
+    denied_observation,
+)
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
-from posttrain.agent.context import History, KeepAll, context_policy
-from posttrain.agent.harness import Harness, harness_for
+from posttrain.agent.context import History, context_policy
+from posttrain.agent.harness import harness_for
+from posttrain.agent.live import Live, fail, finish
 from posttrain.agent.protocol import Action
 from posttrain.agent.retry import EpisodeFault, FaultClass, with_retries
-from posttrain.agent.trial import open_task_sandbox, verify
+from posttrain.agent.trial import open_task_sandbox
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.errors import ConfigError
-from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
 from posttrain.types import PARSE_FAILURES, Completion, Episode, ExecResult, Step, Turn
 
 
-@dataclass
-class _Live:
-    task: Task
-    episode: Episode
-    policy: KeepAll
-    harness: Harness | None = None
-    sandbox: Sandbox | None = None
-    started: float = 0.0
-    done: bool = False
-    turn_ids: list[list[int]] = field(default_factory=list)  # each finished turn's ids (History)
-    reply_start: int = 0
-    first_turn: int = 0         # > 0: resumed from a checkpoint, at this turn
-    slot: int = 0               # among the call's episodes of the same task and group (a GRPO group)
-
-    @property
-    def key(self) -> tuple[str, int, int]:
-        return self.task.id, self.episode.group_id, self.slot
-
-    @property
-    def stream(self) -> int:
-        """This episode's own sampling stream: the same in whatever batch it runs or resumes."""
-        digest = hashlib.sha256(repr(self.key).encode()).digest()
-        return int.from_bytes(digest[:4], "big") >> 1
-
-
-def _retried(fn, kind: FaultClass, lives: list[_Live], cfg: AgentConfig):
+def _retried(fn, kind: FaultClass, lives: list[Live], cfg: AgentConfig):
     """fn() with agent/retry.py's backoff, each retry counted on the episodes it holds up."""
     def count():
         for lv in lives:
@@ -71,11 +51,7 @@ def _retried(fn, kind: FaultClass, lives: list[_Live], cfg: AgentConfig):
     return with_retries(fn, kind, cfg.retries, cfg.retry_backoff_s, cfg.retry_backoff_max_s, count)
 
 
-def _fail(live: _Live, e: BaseException) -> None:
-    live.episode.status, live.episode.error, live.done = "infra_error", str(e), True
-
-
-def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None,
+def _start(live: Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None,
            version: int) -> None:
     t0 = time.perf_counter()
     try:   # not retried: a broken environment fails the same way again (eval reruns the trial)
@@ -84,14 +60,14 @@ def _start(live: _Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStor
         live.episode.prompt_len = len(live.episode.tokens)
         live.sandbox = open_task_sandbox(live.task, cfg.sandbox_backend)
     except Exception as e:  # a broken environment is an infra error, not a model failure
-        _fail(live, e)
+        fail(live, e)
     live.started = time.perf_counter()
     live.episode.timings["sandbox_start_s"] = live.started - t0
     if store is not None and live.sandbox is not None and (saved := store.load(live.key)):
         _resume(live, store, *saved, version)
 
 
-def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot, version: int) -> None:
+def _resume(live: Live, store: EpisodeStore, state: dict, snapshot, version: int) -> None:
     """Continue at the checkpoint's turn: its episode, its turns' ids, its files, its clock.
     One sampled under other weights than the engine's now starts again (it could not continue
     as it would have), and says so in its timings."""
@@ -107,7 +83,7 @@ def _resume(live: _Live, store: EpisodeStore, state: dict, snapshot, version: in
     live.episode.steps.append(Step("restore", state["turn"], t0, time.time() - t0))
 
 
-def _save(live: _Live, store: EpisodeStore, next_turn: int, version: int) -> None:
+def _save(live: Live, store: EpisodeStore, next_turn: int, version: int) -> None:
     """Checkpoint the episode; the snapshot's own timing is a Step of the next checkpoint."""
     t0 = time.time()
     state = {"episode": live.episode.to_dict(), "turn_ids": live.turn_ids, "turn": next_turn,
@@ -116,7 +92,7 @@ def _save(live: _Live, store: EpisodeStore, next_turn: int, version: int) -> Non
     live.episode.steps.append(Step("snapshot", next_turn, t0, time.time() - t0, {"kept": kept}))
 
 
-def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
+def _take_reply(live: Live, comp: Completion, framer: ChatFramer):
     ep = live.episode
     live.reply_start = len(ep.tokens)
     ep.append_completion(comp)
@@ -126,7 +102,7 @@ def _take_reply(live: _Live, comp: Completion, framer: ChatFramer):
     return text, live.harness.parse(text, terminated)
 
 
-def _exec(live: _Live, action: Action, timeout_s: float, cfg: AgentConfig):
+def _exec(live: Live, action: Action, timeout_s: float, cfg: AgentConfig):
     """The action's ExecResult (its failure is an observation), timed as a tool Step."""
     t0 = time.time()
     result = _retried(lambda: live.harness.run(action, live.sandbox, timeout_s), "sandbox",
@@ -137,7 +113,7 @@ def _exec(live: _Live, action: Action, timeout_s: float, cfg: AgentConfig):
     return result
 
 
-def _review(live: _Live, command: str, gate: Gate) -> Decision | None:
+def _review(live: Live, command: str, gate: Gate) -> Decision | None:
     """None if the gate's policy lets the command through; else the reviewer's verdict, its wait
     timed as an approval Step and given back to the agent's clock (a person's time is not its)."""
     rule = gate.policy.rule_for(command)
@@ -160,7 +136,7 @@ def _described(action: Action) -> str:
     return action.command or f"{action.name} {json.dumps(action.args)}"
 
 
-def _run_one(live: _Live, action: Action, cfg: AgentConfig,
+def _run_one(live: Live, action: Action, cfg: AgentConfig,
              gate: Gate | None) -> tuple[str, ExecResult | None]:
     """One runnable action's observation and result (None: a reviewer denied it)."""
     if gate is not None and (verdict := _review(live, _described(action), gate)) \
@@ -172,7 +148,7 @@ def _run_one(live: _Live, action: Action, cfg: AgentConfig,
     return live.policy.observation(result, cfg.observation_budget), result
 
 
-def _act(live: _Live, text: str, actions: list[Action], cfg: AgentConfig,
+def _act(live: Live, text: str, actions: list[Action], cfg: AgentConfig,
          gate: Gate | None) -> str | None:
     """Run the reply's actions in order; return the observation (the failures' hints and the
     outputs, one per line), or None if the episode is over (submitted, failed, out of time)."""
@@ -189,7 +165,7 @@ def _act(live: _Live, text: str, actions: list[Action], cfg: AgentConfig,
         try:
             obs, result = _run_one(live, action, cfg, gate)
         except EpisodeFault as e:
-            _fail(live, e)
+            fail(live, e)
             return None
         parts.append(obs)
         if result is not None and kind in ("", "denied"):
@@ -204,20 +180,20 @@ def _act(live: _Live, text: str, actions: list[Action], cfg: AgentConfig,
     return obs
 
 
-def _rewrite(live: _Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) -> None:
+def _rewrite(live: Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) -> None:
     """Let the episode's context policy replace its prompt (a new segment) before the call."""
     history = History(live.task.instruction, live.turn_ids,
                       frame=lambda text: live.harness.prompt(framer, text))
     try:
         prompt = _retried(lambda: live.policy.prompt(history, framer, engine), "engine", [live], cfg)
     except EpisodeFault as e:
-        _fail(live, e)
+        fail(live, e)
         return
     if prompt is not None and prompt != live.episode.tokens:
         live.episode.restart(prompt)
 
 
-def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: AgentConfig,
+def _generate(lives: list[Live], engine: Engine, params: SamplingParams, cfg: AgentConfig,
               own_streams: bool):
     """One batched call, timed as a model Step of each episode; None if the engine failed.
     own_streams: each episode samples on its own stream, not its row's (needed to resume)."""
@@ -229,7 +205,7 @@ def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: A
                          "engine", lives, cfg)
     except EpisodeFault as e:
         for live in lives:
-            _fail(live, e)
+            fail(live, e)
         return None
     took = time.time() - t0
     for live, comp in zip(lives, comps):
@@ -241,7 +217,7 @@ def _generate(lives: list[_Live], engine: Engine, params: SamplingParams, cfg: A
     return comps
 
 
-def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: SamplingParams,
+def _turn(lives: list[Live], engine: Engine, framer: ChatFramer, params: SamplingParams,
           cfg: AgentConfig, pool: ThreadPoolExecutor, own_streams: bool, gate: Gate | None) -> None:
     for live in lives:
         _rewrite(live, engine, framer, cfg)
@@ -260,33 +236,10 @@ def _turn(lives: list[_Live], engine: Engine, framer: ChatFramer, params: Sampli
             live.turn_ids.append(live.episode.tokens[live.reply_start:])
 
 
-def _finish(live: _Live, store: EpisodeStore | None, keep: bool) -> None:
-    ep = live.episode
-    try:
-        if live.sandbox is None or ep.status == "infra_error":  # a fault is never a reward
-            return
-        t0 = time.time()
-        verdict = verify(live.task, live.sandbox)
-        ep.timings["verify_s"] = time.time() - t0
-        ep.steps.append(Step("verifier", len(ep.turns), t0, ep.timings["verify_s"], {
-            "exit_code": verdict.result.exit_code if verdict.result else None,
-            "reward": verdict.reward, "status": verdict.status}))
-        ep.reward, ep.reward_details = verdict.reward, verdict.details
-        if verdict.status != "ok":
-            ep.status, ep.error = verdict.status, verdict.error
-    except Exception as e:
-        ep.status, ep.error, ep.reward = "infra_error", str(e), 0.0
-    finally:
-        if live.sandbox is not None:
-            live.sandbox.close()
-        if store is not None and not keep:   # the episode is over: its result is the caller's
-            store.drop(live.key)
-
-
 class _Told:
     """Tells `report` how many more of `lives` are done since it last told (a progress hook)."""
 
-    def __init__(self, report: Callable[[int], None] | None, lives: list[_Live]):
+    def __init__(self, report: Callable[[int], None] | None, lives: list[Live]):
         self.report, self.lives, self.told = report, lives, 0
 
     def tick(self) -> None:
@@ -319,7 +272,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
     seen: Counter = Counter()
     lives = []
     for (task, gid), c in zip(jobs, contexts):
-        lives.append(_Live(task, Episode(task.id, gid), context_policy(c), slot=seen[task.id, gid]))
+        lives.append(Live(task, Episode(task.id, gid), context_policy(c), slot=seen[task.id, gid]))
         seen[task.id, gid] += 1
     base_seed, told = params.seed, _Told(progress, lives)
     with ThreadPoolExecutor(cfg.workers) as pool:
@@ -341,7 +294,7 @@ def run_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer: ChatFrame
                 gate.approver.cancel()
             raise
         finally:
-            list(pool.map(lambda lv: _finish(lv, store, keep_finished), lives))
+            list(pool.map(lambda lv: finish(lv, store, keep_finished), lives))
     told.rest()
     if tracer is not None:
         for live in lives:

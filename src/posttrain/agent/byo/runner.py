@@ -26,7 +26,7 @@ from posttrain.agent.byo.endpoint import RolloutEndpoint
 from posttrain.agent.byo.session import Session
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.harness import harness_for
-from posttrain.agent.loop import _finish, _Live
+from posttrain.agent.live import Live, finish
 from posttrain.agent.trial import open_task_sandbox
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.tasks import Task
@@ -45,11 +45,11 @@ def run_byo_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer, param
     seen: Counter = Counter()
     lives = []
     for task, gid in jobs:   # slot: its place in a GRPO group, so each samples on its own stream
-        lives.append(_Live(task, Episode(task.id, gid), None, slot=seen[task.id, gid]))
+        lives.append(Live(task, Episode(task.id, gid), None, slot=seen[task.id, gid]))
         seen[task.id, gid] += 1
     engine_lock = nullcontext() if engine.concurrent else threading.Lock()
     with RolloutEndpoint() as endpoint, ThreadPoolExecutor(cfg.workers) as pool:
-        def one(live: _Live) -> None:
+        def one(live: Live) -> None:
             _episode(live, endpoint, framer, engine, params, cfg, engine_lock, agent_command,
                      env or {})
             if progress is not None:
@@ -61,7 +61,7 @@ def run_byo_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer, param
     return [lv.episode for lv in lives]
 
 
-def _episode(live: _Live, endpoint: RolloutEndpoint, framer, engine: Engine,
+def _episode(live: Live, endpoint: RolloutEndpoint, framer, engine: Engine,
              params: SamplingParams, cfg: AgentConfig, engine_lock, command: list[str],
              env: dict[str, str]) -> None:
     t0 = time.perf_counter()
@@ -79,7 +79,7 @@ def _episode(live: _Live, endpoint: RolloutEndpoint, framer, engine: Engine,
         finally:
             endpoint.unregister(key)
             session.close()
-    _finish(live, None, False)
+    finish(live, None, False)
 
 
 def _agent_env(url: str, key: str, task: Task) -> dict[str, str]:

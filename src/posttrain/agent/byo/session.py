@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from posttrain.agent.byo import messages as msgs
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.harness.calls import MAX_CALLS_PER_REPLY, check_call
-from posttrain.agent.loop import _Live
+from posttrain.agent.live import Live
 from posttrain.agent.protocol import Action, format_observation
 from posttrain.agent.retry import EpisodeFault, with_retries
 from posttrain.engine.base import Engine, SamplingParams
@@ -46,7 +46,7 @@ class Call:
 class Session:
     """The state of one episode behind one API key. Requests are served one at a time."""
 
-    def __init__(self, live: _Live, framer, engine: Engine, params: SamplingParams,
+    def __init__(self, live: Live, framer, engine: Engine, params: SamplingParams,
                  cfg: AgentConfig, engine_lock: AbstractContextManager):
         self.live, self.framer, self.engine, self.params, self.cfg = live, framer, engine, params, cfg
         self.engine_lock = engine_lock        # held around generate where the engine is not concurrent
