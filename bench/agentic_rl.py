@@ -46,13 +46,14 @@ CALLS = "calls=2-4"          # as the recipe's own commands (examples/smollm2_to
 EPISODE_KEYS = ("turns_mean", "tool_calls_mean", "parse_failures_mean", "reward_mean")
 
 
-def make_tasks(root: Path, n_train: int, n_heldout: int) -> tuple[Path, Path]:
-    """Train (seed 0) and held-out (seed 2: held-out families and combos) folders, made once."""
-    train, held = root / f"train-{n_train}", root / f"heldout-{n_heldout}"
+def make_tasks(root: Path, n_train: int, n_heldout: int, split: str = "heldout") -> tuple[Path, Path]:
+    """Train (seed 0) and held-out (seed 2, `split`: by default held-out families and combos;
+    another name draws new tasks of the train families and combos) folders, made once."""
+    train, held = root / f"train-{n_train}", root / f"{split}-{n_heldout}"
     if not train.is_dir():
         generate("tool-use", train, n_train, 0, "train", [CALLS])
     if not held.is_dir():
-        generate("tool-use", held, n_heldout, 2, "heldout", [CALLS])
+        generate("tool-use", held, n_heldout, 2, split, [CALLS])
     return train, held
 
 
@@ -127,22 +128,28 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change the recipe (a smoke run: --set rollout.steps=2); recorded in the JSON")
     ap.add_argument("--tasks", type=int, nargs=2, default=(256, 200), metavar=("TRAIN", "HELDOUT"))
-    ap.add_argument("--base-per-cell", type=int, default=2, help="train tasks per family/level for pass@8")
+    ap.add_argument("--base-per-cell", type=int, default=2, help="train tasks per family/level for pass@8 (0: no base-model or TRL phase)")
+    ap.add_argument("--heldout-split", default="heldout",
+                    help='"heldout": families and combos training never sees; another name (e.g. '
+                         '"fresh"): new tasks of the train families and combos')
+    ap.add_argument("--seeds", type=int, nargs="+", help="these seeds instead of --quick's or the full run's")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    tasks = make_tasks(a.out / "tasks", *a.tasks)
+    tasks = make_tasks(a.out / "tasks", *a.tasks, a.heldout_split)
     result: dict = {"size": "quick" if a.quick else "full", "cpu": cpu(), "recipe": EXAMPLE.name,
-                    "tasks": list(a.tasks), "recipe_changes": a.set, "seeds": {}}
-    model_dir = Path(load_rl_config(str(EXAMPLE), []).policy.init).expanduser()
-    result["trl_peer"] = trl_tool_support(model_dir, a.out / "trl")
-    write_json(a.json, result)
-    result["base_pass_at_8"] = base_table(tasks, a.out, a.base_per_cell)
-    write_json(a.json, result)
-    base = scored(recipe(tasks, a.out, "base-heldout", 0, ["policy.hf_sft_steps=0", *a.set]),
-                  a.out / "base-heldout")
-    result["heldout_base"] = {k: round(base.get(k, 0.0), 4) for k in ("pass_at_1", *EPISODE_KEYS)}
-    write_json(a.json, result)
-    for seed in SEEDS[result["size"]]:
+                    "tasks": list(a.tasks), "heldout_split": a.heldout_split, "recipe_changes": a.set,
+                    "seeds": {}}
+    if a.base_per_cell:          # 0: a diagnostic run without the peer and base-model phases
+        model_dir = Path(load_rl_config(str(EXAMPLE), []).policy.init).expanduser()
+        result["trl_peer"] = trl_tool_support(model_dir, a.out / "trl")
+        write_json(a.json, result)
+        result["base_pass_at_8"] = base_table(tasks, a.out, a.base_per_cell)
+        write_json(a.json, result)
+        base = scored(recipe(tasks, a.out, "base-heldout", 0, ["policy.hf_sft_steps=0", *a.set]),
+                      a.out / "base-heldout")
+        result["heldout_base"] = {k: round(base.get(k, 0.0), 4) for k in ("pass_at_1", *EPISODE_KEYS)}
+        write_json(a.json, result)
+    for seed in a.seeds or SEEDS[result["size"]]:
         result["seeds"][str(seed)] = seed_run(tasks, a.out, seed, a.set)
         write_json(a.json, result)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
