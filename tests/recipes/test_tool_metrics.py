@@ -38,10 +38,13 @@ def test_heldout_gain_pairs_pass_at_1_by_task():
     assert g["paired_diff"] == pytest.approx(0.5)
 
 
-class _Env:
-    def __init__(self, tools: bool):
-        files = {"tools.json": '{"command": "true", "tools": []}'} if tools else {}
-        self.tasks = [Task("t", "x", TaskConfig(), Path("/nonexistent-task"), files)]
+def _Env(tools: bool):
+    from posttrain.agent.config import AgentConfig
+    from posttrain.rollout.envs import SandboxEnv
+
+    files = {"tools.json": '{"command": "true", "tools": []}'} if tools else {}
+    return SandboxEnv([Task("t", "x", TaskConfig(), Path("/nonexistent-task"), files)], None,
+                      AgentConfig(), 1)
 
 
 def test_a_run_that_writes_no_tool_call_stops_after_three_steps():

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 from posttrain.errors import PosttrainError
-from posttrain.tasks.tools import task_tools
 
 
 class ToolUseWatch:
@@ -15,7 +14,7 @@ class ToolUseWatch:
     NO_CALL_STEPS = 3
 
     def __init__(self, env):
-        self.on = any(task_tools(t) is not None for t in getattr(env, "tasks", []))
+        self.on = env.uses_tools
         self.calls, self.failures = 0.0, Counter()
 
     def check(self, step: int, stats: dict) -> None:

@@ -30,6 +30,7 @@ from posttrain.rollout.length import LengthStage, budgets_at
 from posttrain.schedule.config import ContextConfig
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import Task
+from posttrain.tasks.tools import task_tools
 from posttrain.types import Episode, Reward
 
 
@@ -43,7 +44,7 @@ def capped(task: Task, timeout_s: float | None) -> Task:
 
 class Environment(abc.ABC):
     """What every environment offers: its task ids, a wave of groups run on an engine, and
-    three declarations that callers read instead of asking which class it is."""
+    four declarations that callers read instead of asking which class it is."""
 
     # Its waves only wait on an engine process: the Pipeline pins their worker to its cores.
     waits_on_engine: bool = False
@@ -52,6 +53,8 @@ class Environment(abc.ABC):
     judged: bool = False
     # Its held-out score (recipes/rl.py): "pass@1" of sandbox episodes, or the mean "reward".
     held_out: str = "reward"
+    # Its tasks declare tools (tools.json): a run that makes no tool call stops early.
+    uses_tools: bool = False
     task_ids: list[str]
 
     @abc.abstractmethod
@@ -76,6 +79,10 @@ class SandboxEnv(Environment):
     @property
     def task_ids(self) -> list[str]:
         return [t.id for t in self.tasks]
+
+    @property
+    def uses_tools(self) -> bool:
+        return any(task_tools(t) is not None for t in self.tasks)
 
     def __getstate__(self) -> dict:
         return self.__dict__ | {"_tracer": None}   # an exporter thread does not travel (Ray)
