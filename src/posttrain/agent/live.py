@@ -9,8 +9,10 @@ import time
 from dataclasses import dataclass, field
 
 from posttrain.agent.checkpoint import EpisodeStore
+from posttrain.agent.config import AgentConfig
 from posttrain.agent.context import KeepAll
 from posttrain.agent.harness import Harness
+from posttrain.agent.retry import FaultClass, with_retries
 from posttrain.agent.trial import verify
 from posttrain.sandbox import Sandbox
 from posttrain.tasks import Task
@@ -67,3 +69,11 @@ def finish(live: Live, store: EpisodeStore | None, keep: bool) -> None:
             live.sandbox.close()
         if store is not None and not keep:   # the episode is over: its result is the caller's
             store.drop(live.key)
+
+
+def retried(fn, kind: FaultClass, lives: list[Live], cfg: AgentConfig):
+    """fn() with agent/retry.py's backoff, each retry counted on the episodes it holds up."""
+    def count():
+        for lv in lives:
+            lv.episode.retries += 1
+    return with_retries(fn, kind, cfg.retries, cfg.retry_backoff_s, cfg.retry_backoff_max_s, count)

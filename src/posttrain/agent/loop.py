@@ -1,9 +1,9 @@
 """The multi-turn episode loop, run in lockstep over a batch of episodes.
 
 Each turn: each episode's context policy may rewrite its prompt (agent/context.py), one
-batched engine.generate over every live episode, parse each reply, run the commands in their
-sandboxes concurrently, append the observations. Engine and sandbox faults are retried
-(agent/retry.py); one that outlives its retries ends the episode as infra_error, unverified.
+batched engine.generate over every live episode, parse each reply, run its actions in their
+sandboxes concurrently (agent/act.py), append the observations. Engine and sandbox faults are
+retried (agent/retry.py); one that outlives its retries ends the episode as infra_error.
 An episode ends on <submit/>, the turn limit, the task's agent timeout or the
 context limit; then its tests run and give the reward. Every model call, command and
 verifier run is timed as a Step (agent/traces.py exports them as spans). With a store, each
@@ -14,41 +14,26 @@ an observation, and the wait is an approval Step that does not count against the
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Callable
 
-from posttrain.agent.approval import (
-    NO_APPROVER,
-    ApprovalRequest,
-    Decision,
-    Gate,
-    denied_observation,
-)
+from posttrain.agent.act import act
+from posttrain.agent.approval import NO_APPROVER, Gate
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
 from posttrain.agent.config import AgentConfig
 from posttrain.agent.context import History, context_policy
 from posttrain.agent.harness import harness_for
-from posttrain.agent.live import Live, fail, finish
-from posttrain.agent.protocol import Action
-from posttrain.agent.retry import EpisodeFault, FaultClass, with_retries
+from posttrain.agent.live import Live, fail, finish, retried
+from posttrain.agent.retry import EpisodeFault
 from posttrain.agent.trial import open_task_sandbox
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.errors import ConfigError
 from posttrain.tasks import Task
-from posttrain.types import PARSE_FAILURES, Completion, Episode, ExecResult, Step, Turn
-
-
-def _retried(fn, kind: FaultClass, lives: list[Live], cfg: AgentConfig):
-    """fn() with agent/retry.py's backoff, each retry counted on the episodes it holds up."""
-    def count():
-        for lv in lives:
-            lv.episode.retries += 1
-    return with_retries(fn, kind, cfg.retries, cfg.retry_backoff_s, cfg.retry_backoff_max_s, count)
+from posttrain.types import Completion, Episode, Step
 
 
 def _start(live: Live, framer: ChatFramer, cfg: AgentConfig, store: EpisodeStore | None,
@@ -102,90 +87,13 @@ def _take_reply(live: Live, comp: Completion, framer: ChatFramer):
     return text, live.harness.parse(text, terminated)
 
 
-def _exec(live: Live, action: Action, timeout_s: float, cfg: AgentConfig):
-    """The action's ExecResult (its failure is an observation), timed as a tool Step."""
-    t0 = time.time()
-    result = _retried(lambda: live.harness.run(action, live.sandbox, timeout_s), "sandbox",
-                      [live], cfg)
-    live.episode.steps.append(Step("tool", len(live.episode.turns), t0, time.time() - t0, {
-        "exit_code": result.exit_code, "timed_out": result.timed_out, "killed_by": result.killed_by,
-        **({"tool": action.name} if action.kind == "tool" else {})}))
-    return result
-
-
-def _review(live: Live, command: str, gate: Gate) -> Decision | None:
-    """None if the gate's policy lets the command through; else the reviewer's verdict, its wait
-    timed as an approval Step and given back to the agent's clock (a person's time is not its)."""
-    rule = gate.policy.rule_for(command)
-    if rule is None:
-        return None
-    ep = live.episode
-    request = ApprovalRequest(ep.task_id, ep.group_id, live.slot, len(ep.turns), command, rule)
-    t0, p0 = time.time(), time.perf_counter()
-    decision = gate.approver.decide(request)
-    waited = time.perf_counter() - p0
-    live.started += waited
-    ep.timings["approval_wait_s"] = ep.timings.get("approval_wait_s", 0.0) + waited
-    ep.steps.append(Step("approval", request.turn, t0, waited, {
-        "allow": decision.allow, "reason": decision.reason, "by": decision.by, "rule": rule}))
-    return decision
-
-
-def _described(action: Action) -> str:
-    """What a reviewer and the trajectory see of a runnable action."""
-    return action.command or f"{action.name} {json.dumps(action.args)}"
-
-
-def _run_one(live: Live, action: Action, cfg: AgentConfig,
-             gate: Gate | None) -> tuple[str, ExecResult | None]:
-    """One runnable action's observation and result (None: a reviewer denied it)."""
-    if gate is not None and (verdict := _review(live, _described(action), gate)) \
-            and not verdict.allow:
-        return denied_observation(verdict), None
-    left = float(live.task.config.agent.timeout_sec) - (time.perf_counter() - live.started)
-    result = _exec(live, action, max(0.1, min(cfg.command_timeout_s, left)), cfg)
-    live.episode.timings["exec_s"] = live.episode.timings.get("exec_s", 0.0) + result.duration_s
-    return live.policy.observation(result, cfg.observation_budget), result
-
-
-def _act(live: Live, text: str, actions: list[Action], cfg: AgentConfig,
-         gate: Gate | None) -> str | None:
-    """Run the reply's actions in order; return the observation (the failures' hints and the
-    outputs, one per line), or None if the episode is over (submitted, failed, out of time)."""
-    failures = [a.kind for a in actions if a.kind in PARSE_FAILURES]
-    parts, kind, described, ran = [], "", "", None
-    for action in actions:
-        if action.kind == "submit":
-            live.episode.turns.append(Turn(described or text, "submit", "\n".join(parts), ran,
-                                           failures))
-            return None
-        if action.kind in PARSE_FAILURES:
-            parts.append(action.hint)
-            continue
-        try:
-            obs, result = _run_one(live, action, cfg, gate)
-        except EpisodeFault as e:
-            fail(live, e)
-            return None
-        parts.append(obs)
-        if result is not None and kind in ("", "denied"):
-            kind, described, ran = action.kind, _described(action), result
-        elif not kind:
-            kind, described = "denied", _described(action)
-    obs = "\n".join(parts)
-    live.episode.turns.append(Turn(described or text, kind or failures[0], obs, ran, failures))
-    if time.perf_counter() - live.started >= float(live.task.config.agent.timeout_sec):
-        live.episode.status = "agent_timeout"
-        return None
-    return obs
-
 
 def _rewrite(live: Live, engine: Engine, framer: ChatFramer, cfg: AgentConfig) -> None:
     """Let the episode's context policy replace its prompt (a new segment) before the call."""
     history = History(live.task.instruction, live.turn_ids,
                       frame=lambda text: live.harness.prompt(framer, text))
     try:
-        prompt = _retried(lambda: live.policy.prompt(history, framer, engine), "engine", [live], cfg)
+        prompt = retried(lambda: live.policy.prompt(history, framer, engine), "engine", [live], cfg)
     except EpisodeFault as e:
         fail(live, e)
         return
@@ -201,7 +109,7 @@ def _generate(lives: list[Live], engine: Engine, params: SamplingParams, cfg: Ag
     if own_streams:
         params = replace(params, seed_rows=[lv.stream for lv in lives])
     try:
-        comps = _retried(lambda: engine.generate([lv.episode.tokens for lv in lives], params),
+        comps = retried(lambda: engine.generate([lv.episode.tokens for lv in lives], params),
                          "engine", lives, cfg)
     except EpisodeFault as e:
         for live in lives:
@@ -227,7 +135,7 @@ def _turn(lives: list[Live], engine: Engine, framer: ChatFramer, params: Samplin
     if not lives or (comps := _generate(lives, engine, params, cfg, own_streams)) is None:
         return
     replies = [_take_reply(lv, c, framer) for lv, c in zip(lives, comps)]
-    observations = list(pool.map(lambda a: _act(a[0], *a[1], cfg, gate), zip(lives, replies)))
+    observations = list(pool.map(lambda a: act(a[0], *a[1], cfg, gate), zip(lives, replies)))
     for live, obs in zip(lives, observations):
         if obs is None:
             live.done = True
