@@ -5,18 +5,17 @@ writable at /app, /tmp and /logs, a cgroup (memory, pids, CPU) where the host al
 one, and one persistent bwrap running the runner loop (runner.py), so execs are cheap
 and background processes live between commands, as in `docker exec`. A timeout, an
 output flood, an OOM kill, a pids-limit hit or close() kills the sandbox's whole pid
-namespace; the next exec starts a fresh runner, files stay. `mounts` on paths in spec.mount_points are staged copies
-bound read-only; other mounts (or spec.warm=False) run in a one-off bwrap of their own
-that shares the files but not the processes or the loopback network of the runner. The
-verifier runs in a one-off bwrap on its own copy of the files, inside the runner's
-network namespace (verifier.py).
+namespace; the next exec starts a fresh runner, files stay. `mounts` on paths in
+spec.mount_points are staged copies bound read-only; other mounts (or spec.warm=False) run in
+a one-off bwrap of their own that shares the files but not the processes or the loopback
+network of the runner (oneshot.py). The verifier runs in a one-off bwrap on its own copy of
+the files, inside the runner's network namespace (verifier.py).
 What this covers and what it does not: docs/sandbox.md.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -25,9 +24,9 @@ from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import hostdir, servers
-from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, VerifierRun, exit_code_of
+from posttrain.sandbox.base import KILLED_EXIT, Sandbox, SandboxSpec, VerifierRun
 from posttrain.sandbox.bwrap import args as bwrap_args
-from posttrain.sandbox.bwrap import seccomp, verifier
+from posttrain.sandbox.bwrap import oneshot, seccomp, verifier
 from posttrain.sandbox.bwrap.launch import CgroupGone, Launcher, can_join_netns
 from posttrain.sandbox.bwrap.limits import Limits, killed_by
 from posttrain.sandbox.bwrap.runner import (RUNNER_SCRIPT, Namespace, Runner, oldest_child, once,
@@ -154,7 +153,7 @@ class BwrapSandbox(Sandbox):
             name = f"once-{uuid.uuid4().hex[:8]}.sh"
             files.append(self.root / "ctl" / name)
             files[-1].write_text(script)
-            return self._exec_oneshot(f"/run/ctl/{name}", timeout_s, mounts)
+            return oneshot.run(self, f"/run/ctl/{name}", timeout_s, mounts)
         except OSError as e:
             if self._closed:            # close() from another thread removed its files
                 raise SandboxError(f"sandbox {self.id} is closed") from e
@@ -229,43 +228,6 @@ class BwrapSandbox(Sandbox):
     def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
                      tests: Path) -> VerifierRun:
         return verifier.run(self, command, timeout_s, env, tests)
-
-    def _exec_oneshot(self, script_path: str, timeout_s: float, mounts: dict[str, Path],
-                      **where) -> ExecResult:
-        start = time.monotonic()
-        before = self.cgroup.counters() if self.cgroup else None
-        copies = hostdir.private_copies(self.root / "mnt", mounts, self.uid)
-        try:
-            ns = self._spawn(["/bin/bash", script_path], copies, (), stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **where)
-            return self._run_oneshot(ns, start, timeout_s, before)
-        finally:
-            for path in copies.values():
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
-
-    def _run_oneshot(self, ns: Namespace, start: float, timeout_s: float,
-                     before: dict | None) -> ExecResult:
-        with self._state:
-            self._oneshots.add(ns)
-            closed = self._closed
-        try:
-            if closed:                  # close() ran while it started, and did not see it
-                ns.kill()
-            got = capture({"stdout": ns.proc.stdout.fileno(), "stderr": ns.proc.stderr.fileno()},
-                          deadline=start + timeout_s, limit=self.spec.output_limit,
-                          hard_limit=self.limits.hard_output, kill=ns.kill,
-                          done=lambda: ns.proc.poll() is not None)
-            try:
-                ns.proc.wait(timeout=max(0.0, start + timeout_s - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                got.timed_out = True
-                ns.kill()
-            return self._result(got, exit_code_of(ns.proc.returncode), start, before)
-        finally:
-            with self._state:
-                self._oneshots.discard(ns)
-            ns.kill()           # what bwrap's init still runs (it may outlive bwrap)
-            ns.close()
 
     def _result(self, got: Captured, code: int, start: float, before: dict | None) -> ExecResult:
         after = self.cgroup.counters() if self.cgroup else None

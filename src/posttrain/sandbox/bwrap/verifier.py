@@ -25,6 +25,7 @@ from pathlib import Path
 
 from posttrain.sandbox import servers
 from posttrain.sandbox.base import Sandbox, VerifierRun, fresh_dir
+from posttrain.sandbox.bwrap import oneshot
 from posttrain.sandbox.bwrap.launch import can_join_netns
 from posttrain.sandbox.bwrap.runner import oldest_child
 from posttrain.sandbox.hostdir import WRITABLE, chown_tree, sandbox_path
@@ -49,8 +50,8 @@ def run(sb, command: str, timeout_s: float, env: dict[str, str], tests: Path) ->
         agent_side = fresh_dir(sb.host_path("/logs/verifier"))
         sb.give(agent_side)
         areas = freeze(sb.root, sb.uid)
-        result = sb._exec_oneshot(
-            f"/run/ctl/{files[-1].name}", timeout_s, {"/tests": tests}, areas=areas,
+        result = oneshot.run(
+            sb, f"/run/ctl/{files[-1].name}", timeout_s, {"/tests": tests}, areas=areas,
             netns=f"/proc/{os.getpid()}/fd/{netns}" if netns is not None else None)
     finally:
         if netns is not None and netns >= 0:

@@ -43,6 +43,17 @@ def compose_file(env_dir: Path) -> Path | None:
     return next((Path(env_dir) / n for n in COMPOSE_FILES if (Path(env_dir) / n).is_file()), None)
 
 
+def harbor_env(image: str, env_dir: Path, root: Path, cpus: float, memory_mb: int) -> dict:
+    """Harbor's variables for the compose file: the main image, the build context, the limits,
+    and each log dir as the container sees it (ENV_) and as the host holds it (HOST_)."""
+    env = {"MAIN_IMAGE_NAME": image, "CONTEXT_DIR": str(env_dir.resolve()),
+           "CPUS": str(cpus), "MEMORY": f"{memory_mb}M"}
+    for var, path in (("VERIFIER_LOGS", "logs/verifier"), ("AGENT_LOGS", "logs/agent"),
+                      ("ARTIFACTS", "logs/artifacts")):
+        env[f"ENV_{var}_PATH"], env[f"HOST_{var}_PATH"] = f"/{path}", str(root / path)
+    return env
+
+
 def compose_cli() -> list[str]:
     """The compose command; a one-line SandboxError when there is none."""
     if os.environ.get("POSTTRAIN_COMPOSE_CLI"):

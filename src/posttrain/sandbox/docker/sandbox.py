@@ -1,13 +1,10 @@
 """The docker backend: a container per sandbox, built from the task's environment/.
 
-Isolation, as strict as bwrap where the engine allows (docs/sandbox.md, threat model):
-no network unless the spec says public; the engine's default seccomp profile; every
-capability dropped; no new privileges; a read-only root filesystem; a random
-unprivileged host uid (bwrap's `sandbox_host_uid`) unless the spec asks for root, which
-gets a writable root and the few capabilities package managers need; memory (swap
-included), pids and CPU limits; /app, /tmp and /logs bound from the sandbox's host dir
-(a tmpfs of `disk_mb`), /tests and /solution bound read-only from staged dirs and filled
-only for the command that asks. The image's own /app is copied into the host dir first.
+Isolation, as strict as bwrap where the engine allows, is in the container's `docker run`
+flags (isolation.py): a random unprivileged host uid (bwrap's `sandbox_host_uid`) unless the
+spec asks for root; /app, /tmp and /logs bound from the sandbox's host dir (a tmpfs of
+`disk_mb`), /tests and /solution bound read-only from staged dirs and filled only for the
+command that asks. The image's own /app is copied into the host dir first.
 
 A timeout, an output flood or stop_processes() freezes the container and kills every
 process but its init from the host (a cancelled `docker exec` client leaves its
@@ -24,28 +21,24 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import subprocess
 import tarfile
-import time
 import uuid
 from pathlib import Path
 
 from posttrain.errors import SandboxError
 from posttrain.sandbox import hostdir, servers
 from posttrain.sandbox.base import Sandbox, SandboxSpec, VerifierRun
-from posttrain.sandbox.capture import capture
 from posttrain.sandbox.docker import build as docker_build
 from posttrain.sandbox.docker import cli as engine
 from posttrain.sandbox.docker import compose as docker_compose
-from posttrain.sandbox.docker import layer
+from posttrain.sandbox.docker import execute, isolation, layer
 from posttrain.sandbox.docker import verifier as verifier_phase
 from posttrain.sandbox.docker.cgroup import ContainerCgroup
 from posttrain.sandbox.docker.compose_policy import Limits
+from posttrain.sandbox.docker.isolation import DEFAULT_DISK_MB, DEFAULT_MEMORY_MB, DEFAULT_PIDS
 from posttrain.types import ExecResult
 
 DEFAULT_IMAGE = os.environ.get("POSTTRAIN_DOCKER_IMAGE", "posttrain/bookworm:latest")
-ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL")
-DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_DISK_MB, SHM_MB = 2048, 512, 2048, 64
 
 
 class DockerSandbox(Sandbox):
@@ -71,11 +64,11 @@ class DockerSandbox(Sandbox):
         self._started = self._closed = False
         self.enforcement = {"memory": "docker cgroup", "pids": "docker cgroup",
                             "disk": "tmpfs" if self.tmpfs else "none",
-                            "root_fs": "writable" if self._writable_root else "read-only",
+                            "root_fs": "writable" if self.writable_root else "read-only",
                             "user": "root" if self.as_root else f"uid {self.uid or 'image'}"}
 
     @property
-    def _writable_root(self) -> bool:
+    def writable_root(self) -> bool:
         return self.as_root or self.verifier_root
 
     def build_environment(self, env_dir: Path) -> None:
@@ -94,11 +87,8 @@ class DockerSandbox(Sandbox):
         s = self.spec
         limits = Limits(s.memory_mb or DEFAULT_MEMORY_MB, s.pids or DEFAULT_PIDS, s.cpus,
                         s.network == "public", {engine.LABEL: str(os.getpid())})
-        harbor = {"MAIN_IMAGE_NAME": self.image, "CONTEXT_DIR": str(env_dir.resolve()),
-                  "CPUS": str(s.cpus or 1), "MEMORY": f"{limits.memory_mb}M"}
-        for var, path in (("VERIFIER_LOGS", "logs/verifier"), ("AGENT_LOGS", "logs/agent"),
-                          ("ARTIFACTS", "logs/artifacts")):     # Harbor's names
-            harbor[f"ENV_{var}_PATH"], harbor[f"HOST_{var}_PATH"] = f"/{path}", str(self.root / path)
+        harbor = docker_compose.harbor_env(self.image, env_dir, self.root, s.cpus or 1,
+                                           limits.memory_mb)
         self.compose = docker_compose.ComposeProject(self.container_cli, env_dir, self.id,
                                                      self.root, limits, {**s.env, **harbor})
         hostdir.write_owner(self.root, container=self.id, engine=self.container_cli.name,
@@ -110,34 +100,6 @@ class DockerSandbox(Sandbox):
             self.image = docker_build.map_base(request.image, docker_build.base_map())
             docker_build.ensure_base(self.cli, self.image)
 
-    def _run_args(self) -> list[str]:
-        s = self.spec
-        memory = s.memory_mb or DEFAULT_MEMORY_MB
-        args = ["run", "-d", "--name", self.id, "--label", f"{engine.LABEL}={os.getpid()}",
-                *self._network_args(), *self.container_cli.run_flags(), "--init",
-                "--hostname", "sandbox", "--ipc", "private", "--shm-size", f"{SHM_MB}m",
-                "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
-                "--memory", f"{memory}m", "--memory-swap", f"{memory}m",
-                "--pids-limit", str(s.pids or DEFAULT_PIDS), "-e", "HOME=/app"]
-        if self._writable_root:    # root gets the few capabilities package managers need
-            args += [a for cap in ROOT_CAPS for a in ("--cap-add", cap)]
-        else:
-            args += ["--read-only"]
-        if s.cpus:
-            args += ["--cpus", str(s.cpus)]
-        for name in hostdir.WRITABLE:
-            args += ["-v", f"{self.root / name}:/{name}"]
-        for point in s.mount_points:
-            args += ["-v", f"{self.staged_path(point)}:{point}:ro"]
-        for k, v in s.env.items():
-            args += ["-e", f"{k}={v}"]
-        return args
-
-    def _network_args(self) -> list[str]:
-        if self.compose:              # the project's network; sidecars reach it as `main`
-            return ["--network", self.compose.network, "--network-alias", "main"]
-        return ["--network", "bridge" if self.spec.network == "public" else "none"]
-
     def _user(self, verifier: bool) -> str:
         if self.verifier_root if verifier else self.as_root:
             return "0:0"
@@ -146,7 +108,6 @@ class DockerSandbox(Sandbox):
     def staged_path(self, point: str) -> Path:
         """The host dir staged at mount point `point` (filled per command)."""
         return self.root / "mnt" / point.strip("/").replace("/", "_")
-
 
     def _seed_app(self) -> None:
         """Copy the image's /app into the host dir that hides it (a bind mount)."""
@@ -177,7 +138,7 @@ class DockerSandbox(Sandbox):
         # `start` run in the sandbox's dir: Podman's conmon keeps their working directory
         # and creates an empty `oom` file there at each OOM kill (close() removes the dir).
         try:
-            engine.run(self.cli, *self._run_args(), "--user", "0:0", "-w", workdir, self.image,
+            engine.run(self.cli, *isolation.run_args(self), "--user", "0:0", "-w", workdir, self.image,
                        "sleep", "infinity", cwd=self.root)
         except SandboxError:          # `run` may have created the container before failing
             engine.run(self.cli, "rm", "-f", self.id, check=False, timeout=120)
@@ -215,7 +176,7 @@ class DockerSandbox(Sandbox):
 
     def export_layer(self, dest: Path) -> bool:
         """The container's changes to its root outside the bound dirs (docker/layer.py)."""
-        if not self._started or not self._writable_root:
+        if not self._started or not self.writable_root:
             return False
         return layer.export_layer(self.cli, self.id, dest)
 
@@ -248,48 +209,15 @@ class DockerSandbox(Sandbox):
         """One command as `user` ("uid:gid"), the container started if need be."""
         if not self._started:
             self._start()
-        result = self._exec(command, timeout_s, env, user)
+        result = execute.run(self, command, timeout_s, env, user)
         if result.exit_code != 0 and not self._running():
             self._restart()                    # a root agent killed its init
-            result = self._exec(command, timeout_s, env, user)
+            result = execute.run(self, command, timeout_s, env, user)
         return result
 
     def run_verifier(self, command: str, timeout_s: float, env: dict[str, str],
                      tests: Path) -> VerifierRun:
         return verifier_phase.run(self, command, timeout_s, env, tests)
-
-    def _exec(self, command: str, timeout_s: float, env: dict[str, str] | None,
-              user: str) -> ExecResult:
-        argv = [self.cli, "exec", "-i", "-w", self.spec.workdir]
-        argv += ["-u", user] + (["-e", "HOME=/root"] if user == "0:0" else [])
-        for k, v in (env or {}).items():
-            argv += ["-e", f"{k}={v}"]
-        before = self.cgroup.counters() if self.cgroup else {}
-        start = time.monotonic()
-        proc = subprocess.Popen(argv + [self.id, "bash", "-s"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        proc.stdin.write(command.encode())     # a script of any length, no argv limit
-        proc.stdin.close()
-        got = capture({"stdout": proc.stdout.fileno(), "stderr": proc.stderr.fileno()},
-                      deadline=start + timeout_s, limit=self.spec.output_limit,
-                      hard_limit=max(self.spec.output_hard_limit, self.spec.output_limit),
-                      kill=self.stop_processes, done=lambda: proc.poll() is not None)
-        proc.stdout.close()          # the client may still hold output the engine buffered:
-        proc.stderr.close()          # closed pipes make it exit instead of blocking on them
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        killed = "timeout" if got.timed_out else "output" if got.output_killed else "none"
-        if killed == "none" and self.cgroup:
-            killed = self.cgroup.what_killed(before)
-            if killed != "none":      # as bwrap: a limit hit takes every process with it
-                self.stop_processes()
-        code = 137 if got.timed_out or got.output_killed else proc.returncode
-        return ExecResult(exit_code=code, stdout=got.text("stdout"), stderr=got.text("stderr"),
-                          duration_s=time.monotonic() - start, timed_out=got.timed_out,
-                          truncated=got.truncated, killed_by=killed)
 
     def stop_processes(self) -> None:
         """Kill every process in the container except its init; files stay."""
