@@ -11,7 +11,7 @@ from posttrain.config_base import StrictModel
 from posttrain.devices import Device
 from posttrain.errors import ConfigError
 from posttrain.recipes.config_io import load_model
-from posttrain.train.trainer import OptimConfig, RLConfig
+from posttrain.train.config import OptimConfig, RLConfig
 
 
 class SFTConfig(StrictModel):

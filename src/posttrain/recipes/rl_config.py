@@ -19,7 +19,7 @@ from posttrain.rollout.config import RolloutConfig
 from posttrain.rollout.judge import JudgeConfig
 from posttrain.schedule.config import DomainConfig, ScheduleConfig
 from posttrain.train.precision import ComputeDtype
-from posttrain.train.trainer import OptimConfig, RLConfig
+from posttrain.train.config import OptimConfig, RLConfig
 
 
 class RopeScalingConfig(StrictModel):

@@ -6,57 +6,28 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import Literal
 
 import torch
-from pydantic import Field, field_validator
 
-from posttrain.config_base import StrictModel
 from posttrain.devices import module_device
 from posttrain.models.moe import moe_blocks
 from posttrain.errors import PosttrainError
 from posttrain.train.act_checkpoint import checkpoint_layers
-from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS, episode_advantages
+from posttrain.train.advantages import episode_advantages
 from posttrain.train.batch import Batch, by_segment, collate
+from posttrain.train.config import OptimConfig, RLConfig
 from posttrain.train.logprobs import exact_token_logprobs, token_logprobs
 from posttrain.train.kl import KL_ESTIMATORS
-from posttrain.train.losses import LOSS_WEIGHTING, LOSSES, get_loss, masked_mean, sft_loss
+from posttrain.train.losses import LOSS_WEIGHTING, get_loss, masked_mean, sft_loss
 from posttrain.train.chunked import ChunkedHead
-from posttrain.train.lora import LORA_TARGETS, apply_lora
+from posttrain.train.lora import apply_lora
 from posttrain.train.mismatch import mismatch_stats
-from posttrain.train.precision import ComputeDtype, compute_context, resolve_dtype
+from posttrain.train.precision import compute_context, resolve_dtype
 from posttrain.train.packed import packed_logprobs
 from posttrain.train.prefix import shared_prefix_logprobs
 from posttrain.train.reference import reference_of
 from posttrain.train.routing_replay import check_replay, routed
 from posttrain.types import Episode
-
-
-class OptimConfig(StrictModel):
-    lr: float = Field(1e-4, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.99)
-    grad_clip: float = Field(1.0, gt=0)
-    micro_batch: int = Field(16, ge=1)
-    # One fused AdamW kernel over all parameters (CPU and GPU) instead of a loop over them:
-    # faster, rounds differently. Off for SFT here (the quickstart's warm start is
-    # calibrated on the loop), on for the RL recipes.
-    fused: bool = False
-    # Transforms chosen once when the trainer is built (docs/train.md, "Trainer transforms"):
-    # bf16 autocast over fp32 master weights ("auto": bf16 where the CPU has AVX-512-BF16/AMX);
-    compute_dtype: ComputeDtype = "fp32"
-    # logprobs from the final hidden states this many tokens at a time, never the whole
-    # [tokens x vocab] logits (train/chunked.py); 0: the full logits;
-    logprob_chunk: int = Field(0, ge=0)
-    # LoRA adapters (PEFT) of this rank on lora_targets, only they train; 0: every parameter.
-    lora_rank: int = Field(0, ge=0)
-    lora_alpha: float = Field(16.0, gt=0)
-    lora_targets: tuple[str, ...] = LORA_TARGETS
-    # each decoder layer's activations recomputed in backward, not kept (train/act_checkpoint.py).
-    activation_checkpointing: bool = False
-    # AdamW's moments and fp32 masters on this device instead of beside the parameters
-    # (train/offload.py), e.g. "cpu" for a model on an accelerator; None: beside them.
-    optimizer_offload: str | None = None
 
 
 def _optimizer(params: list, optim: OptimConfig):
@@ -66,65 +37,6 @@ def _optimizer(params: list, optim: OptimConfig):
 
         return OffloadedAdamW(params, optim.optimizer_offload, **kwargs, fused=optim.fused or None)
     return torch.optim.AdamW(params, **kwargs, fused=optim.fused or None)
-
-
-class RLConfig(StrictModel):
-    loss: str = "grpo"                       # a name in train.losses.LOSSES
-    advantage: str | None = None             # None: the loss's usual estimator (DEFAULT_FOR_LOSS)
-    domain_norm: bool = False                # whiten advantages within each domain of a batch
-    clip_eps: float = Field(0.2, gt=0)
-    clip_eps_high: float | None = Field(None, gt=0)  # DAPO clip-higher; None: the loss's default
-    # KL to the reference (the policy when the trainer was built; train/reference.py): > 0 turns it
-    # on; the estimator is a name in train.kl.KL_ESTIMATORS; "loss" adds kl_coef * KL to the loss
-    # (GRPO), "penalty" takes it off each token's advantage (the KL in the reward; train/losses.py).
-    kl_coef: float = Field(0.0, ge=0)
-    kl_estimator: str = "k3"
-    kl_mode: Literal["loss", "penalty"] = "loss"
-    temperature: float = Field(1.0, gt=0)
-    # Truncated IS against the sampler's logprobs. "none": the PPO ratio is taken against
-    # the sampler directly; "token"/"sequence": the ratio is taken against the trainer's own
-    # pre-step logprobs and each token is weighted by min(p_trainer / p_sampler, tis_cap).
-    tis: Literal["none", "token", "sequence"] = "none"
-    tis_cap: float = Field(2.0, gt=0)
-    norm_len: int = Field(512, ge=1)         # Dr.GRPO's constant length normaliser
-    # The lean packed forward (train/packed.py): shared prompts once, no padding rows; for
-    # models it does not cover, share_prefix runs each shared prompt once through the HF modules.
-    packed: bool = True
-    share_prefix: bool = True
-    # Packed forward: the last layer's queries, o_proj and MLP only on rows that make logits.
-    trim_last_layer: bool = True
-    # Attention in float64, rounded once, in the trainer's logprob forward (kernels/exact_attention.py):
-    # with a batch_invariant fp32 engine the sampler's logprobs then equal the trainer's bit for bit
-    # (no numerical mismatch left for TIS to correct). Costs trainer time (docs/rl.md).
-    exact_logprobs: bool = False
-    # MoE models: the experts each token runs through are the engine's (Episode.routing), the gate
-    # weights the trainer's own (train/routing_replay.py). Needs an engine that returns routing.
-    routing_replay: bool = False
-
-    @field_validator("loss")
-    @classmethod
-    def _known_loss(cls, v: str) -> str:
-        if v not in LOSSES:
-            raise ValueError(f"unknown loss {v!r}; known: {sorted(LOSSES)}")
-        return v
-
-    @field_validator("kl_estimator")
-    @classmethod
-    def _known_kl(cls, v: str) -> str:
-        if v not in KL_ESTIMATORS:
-            raise ValueError(f"unknown kl_estimator {v!r}; known: {sorted(KL_ESTIMATORS)}")
-        return v
-
-    @field_validator("advantage")
-    @classmethod
-    def _known_advantage(cls, v: str | None) -> str | None:
-        if v is not None and v not in ADVANTAGES:
-            raise ValueError(f"unknown advantage {v!r}; known: {sorted(ADVANTAGES)}")
-        return v
-
-    @property
-    def advantage_name(self) -> str:
-        return self.advantage or DEFAULT_FOR_LOSS.get(self.loss, "grpo")
 
 
 def _micro_batches(episodes: list[Episode], size: int):
