@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from posttrain.tasks.suites.code import grade as code_grade
 from posttrain.tasks.suites.code import pypi
 
 MAX_CASES = 16
+# A mutant's test run longer than this many times the slowest pristine run (and the floor)
+# is a hang (a mutated loop bound that never ends): rejected like any run without a report.
+SCREEN_FACTOR, SCREEN_FLOOR_S, SCREEN_CAP_S = 20, 30.0, 300.0
 
 
 def sandbox_python() -> str:
@@ -41,6 +45,7 @@ class Prepared:
     baseline: dict[str, dict[str, str]] = field(default_factory=dict)   # module -> outcomes
     cases: dict[str, list[dict]] = field(default_factory=dict)          # "mod:func" -> cases
     python: str = ""
+    screen_timeout_s: float = SCREEN_CAP_S       # each mutant's test run (pick.screen)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.root.parent, ignore_errors=True)
@@ -64,10 +69,12 @@ def _tree_files(root: Path, packages: tuple[str, ...]) -> tuple[list[str], list[
     return sources, tests
 
 
-def run_tests(prep: Prepared, work: Path, module: str) -> dict[str, str]:
+def run_tests(prep: Prepared, work: Path, module: str,
+              timeout: float = SCREEN_CAP_S) -> dict[str, str]:
     """Outcomes of module's test file and doctests, run in the tree at work."""
     targets = [prep.host.modules[module], module]
-    return code_grade.run_pytest(prep.python, str(work), [str(w) for w in prep.wheels], targets)
+    return code_grade.run_pytest(prep.python, str(work), [str(w) for w in prep.wheels], targets,
+                                 timeout=timeout)
 
 
 def _record(prep: Prepared, module: str, scratch: Path) -> dict[str, list[list[str]]]:
@@ -133,9 +140,12 @@ def prepare(host: pypi.Host, cache: Path | None = None) -> Prepared:
         shutil.rmtree(p)
     sources, tests = _tree_files(root, (host.package, *host.extra_packages))
     prep = Prepared(host, root, wheels, sources, tests, python=sandbox_python())
+    slowest = 0.0
     try:
         for module in host.modules:
+            t0 = time.monotonic()
             prep.baseline[module] = run_tests(prep, root, module)
+            slowest = max(slowest, time.monotonic() - t0)
             calls = _record(prep, module, scratch)
             for qual, got in sorted(calls.items()):
                 cases = _candidate_cases(qual, got)
@@ -143,6 +153,7 @@ def prepare(host: pypi.Host, cache: Path | None = None) -> Prepared:
                 if stable:
                     prep.cases[qual] = stable
         _clean_bytecode(root)
+        prep.screen_timeout_s = min(SCREEN_CAP_S, max(SCREEN_FLOOR_S, SCREEN_FACTOR * slowest))
     except BaseException:
         prep.cleanup()
         raise

@@ -43,7 +43,7 @@ def screen(prep: Prepared, family: str, module: str, chosen: list[code_mutate.Si
         work = Path(tmp) / "tree"
         shutil.copytree(prep.root, work)
         (work / module).write_text(source)
-        outcomes = run_tests(prep, work, module)
+        outcomes = run_tests(prep, work, module, prep.screen_timeout_s)
         if not outcomes:
             return None
         f2p = [t for t in passing if outcomes.get(t) != "passed"]
