@@ -22,11 +22,10 @@ from posttrain.engine.paged.allocator import keep_freed_memory
 from posttrain.engine.paged.batching import append_tokens, pack
 from posttrain.engine.paged.block_manager import BlockManager
 from posttrain.engine.paged.config import EngineConfig, default_block_size
-from posttrain.engine.paged.draft import draft_budget, propose_with_draft
 from posttrain.engine.paged.dtypes import cast_copy, choose_dtype
 from posttrain.engine.paged.int8 import check_weights
 from posttrain.engine.paged.kernel_plan import engine_plan, linear_maker, plan_options
-from posttrain.engine.paged.kv_cache import KVCache, kv_bytes_per_token, kv_store_dtype
+from posttrain.engine.paged.kv_cache import KVCache, default_num_blocks, kv_store_dtype
 from posttrain.models.moe import moe_blocks
 from posttrain.engine.paged.routing import RoutingCache
 from posttrain.engine.paged.runner import ModelRunner
@@ -34,7 +33,7 @@ from posttrain.engine.paged.sampling import Processed, make_generators, row_para
 from posttrain.engine.paged.scheduler import Scheduler
 from posttrain.engine.paged.scoring import prompt_logprobs, top_alternatives
 from posttrain.engine.paged.sequence import Sequence, validate_prompts
-from posttrain.engine.paged.speculative import propose_ngram, verify_draft
+from posttrain.engine.paged import speculation
 from posttrain.engine.paged.vllm_attention import HeadMajorKV, VllmAttention
 from posttrain.kernels.plan import say
 from posttrain.types import Completion
@@ -80,7 +79,8 @@ class PagedEngine(Engine):
         self.gemm, self.gemv = self.plan.gemm, self.plan.gemv is not None
         self.greedy_prefix_invariant = (self.plan.greedy_prefix_invariant, self.plan.reason)
         self.max_model_len = self.config.max_model_len or model.config.max_position_embeddings
-        self.num_blocks = self.config.num_blocks or self._default_num_blocks()
+        self.num_blocks = self.config.num_blocks or default_num_blocks(
+            self.runner, self.config, self.max_model_len)
         self.kv = self._new_kv(self.runner)
         moe = moe_blocks(self.model)  # an MoE model's routing, beside its KV; None for a dense one
         self.routes = RoutingCache(self.num_blocks, self.config.block_size, len(moe), moe[0].gate.top_k) \
@@ -91,21 +91,8 @@ class PagedEngine(Engine):
         self.lock = threading.Lock()  # generate callers and the server loop step under it
         self.draft = None
         if self.config.spec_method == "draft":
-            if draft_model is None:
-                raise ValueError("spec_method='draft' needs a draft_model")
-            if draft_model.config.vocab_size != model.config.vocab_size:
-                raise ValueError("the draft model must share the target's vocabulary")
-            draft = cast_copy(draft_model.to(self.device), self.dtype.torch_dtype)
-            plan, backend = engine_plan(self.config, self.dtype, draft.config, self.device, self.options)
-            self.draft = ModelRunner(draft, linear_maker(plan), plan.attention, backend[1])
+            self.draft = speculation.draft_runner(self, draft_model)
             self.draft_kv = self._new_kv(self.draft)
-
-    def _default_num_blocks(self) -> int:
-        r, c = self.runner, self.config
-        per_token = kv_bytes_per_token(r.num_layers, r.num_kv_heads, r.head_dim, kv_store_dtype(c.kv_dtype, r.dtype))
-        want = c.max_num_seqs * self.max_model_len
-        cap = int(c.kv_memory_mb * 2**20 // per_token)
-        return max(min(want, cap) // c.block_size, 1)
 
     def _new_kv(self, runner: ModelRunner) -> KVCache | HeadMajorKV:
         if isinstance(runner.attention, VllmAttention):
@@ -231,7 +218,7 @@ class PagedEngine(Engine):
                 raise RuntimeError("no sequence fits the KV cache; raise num_blocks")
             return []
         decodes = [s for s, _ in picked if s.num_to_compute == 1]
-        drafts = self._propose(decodes, {s: n - 1 for s, n in picked}) if lookahead else {}
+        drafts = speculation.propose(self, decodes, {s: n - 1 for s, n in picked}) if lookahead else {}
         feeds = []
         for seq, n in picked:
             d = drafts.get(seq, ([], None))[0]
@@ -240,7 +227,7 @@ class PagedEngine(Engine):
         batch, rows = pack(feeds, self.config.block_size, self.device)
         logits = self.runner.forward(batch, self.kv, self.routes)
         if self.draft is not None:  # keep the draft's KV in step with the target's
-            self.draft.forward(_no_logits(batch), self.draft_kv)
+            self.draft.forward(speculation.no_logits(batch), self.draft_kv)
         touched = self._sample(feeds, rows, logits, drafts)
         self._account(feeds)
         return touched
@@ -279,7 +266,8 @@ class PagedEngine(Engine):
                 plain.append((child, start))
             seq.children = []
             if seq in drafts:
-                self._emit(seq, *self._verify(seq, dist.logp(start, at), *drafts[seq]), dist, start)
+                self._emit(seq, *speculation.verify(self, seq, dist.logp(start, at), *drafts[seq]),
+                           dist, start)
             else:
                 plain.append((seq, start))
             touched.append(seq)
@@ -291,15 +279,6 @@ class PagedEngine(Engine):
             if child not in touched and child.finished:
                 self._finish(child)
         return touched
-
-    def _verify(self, seq, logp, draft, draft_logp) -> tuple[list[int], list[float]]:
-        toks, lps = verify_draft(logp, draft, seq.params.temperature <= 0, seq.generator, draft_logp)
-        accepted = len(toks) - 1
-        self.stats.spec_proposed += len(draft)
-        self.stats.spec_accepted += accepted
-        # propose more after a full accept, fewer after a rejection (verify compute is not free)
-        seq.spec_k = min(2 * len(draft), self.config.spec_tokens) if accepted == len(draft) else accepted + 1
-        return toks, lps
 
     def _emit(self, seq: Sequence, toks: list[int], lps: list[float], dist: Processed, row: int) -> None:
         """Append sampled tokens; toks[i] came from row `row + i` of the step's distributions."""
@@ -313,20 +292,3 @@ class PagedEngine(Engine):
             seq.top_logprobs += top_alternatives(logp, seq.params.top_logprobs)
         seq.num_computed = min(seq.num_computed, len(seq.tokens) - 1)
         self.blocks.register(seq)
-
-    def _propose(self, decodes: list[Sequence], room: dict) -> dict:
-        """Draft tokens per decoding sequence: n-gram prompt lookup or the draft model."""
-        if self.draft is not None:
-            return propose_with_draft(self, decodes, room)
-        c, out = self.config, {}
-        for seq in decodes:
-            k = draft_budget(self, seq, room.get(seq, 0))
-            d = propose_ngram(seq.tokens, k, c.ngram_max, c.ngram_min) if k > 0 else []
-            if d:
-                out[seq] = (d, None)
-        return out
-
-
-def _no_logits(batch):
-    """The same batch asking for no logits (the draft only needs its KV written)."""
-    return replace(batch, logits_index=batch.logits_index[:0])

@@ -42,6 +42,15 @@ def kv_store_dtype(kv_dtype: str, compute_dtype: torch.dtype) -> str:
     return "bfloat16" if kv_dtype == "float32" and compute_dtype == torch.bfloat16 else kv_dtype
 
 
+def default_num_blocks(runner, config, max_model_len: int) -> int:
+    """Blocks for max_num_seqs sequences of max_model_len tokens, capped by kv_memory_mb."""
+    per_token = kv_bytes_per_token(runner.num_layers, runner.num_kv_heads, runner.head_dim,
+                                   kv_store_dtype(config.kv_dtype, runner.dtype))
+    want = config.max_num_seqs * max_model_len
+    cap = int(config.kv_memory_mb * 2**20 // per_token)
+    return max(min(want, cap) // config.block_size, 1)
+
+
 def _take_blocks(blocks: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
     """blocks[tables] through index_select (one contiguous copy per block; 1.5-3.5x faster on
     CPU than advanced indexing): [NBLK, bs, ...] x [B, NB] -> [B, NB, bs, ...]."""
