@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterable
 
 
 def pid_alive(pid: int) -> bool:
@@ -16,3 +18,12 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def kill_each(pids: Iterable[int]) -> None:
+    """SIGKILL each pid; one already gone, or not ours to signal, is passed over."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

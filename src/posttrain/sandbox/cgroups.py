@@ -8,10 +8,10 @@ hierarchies) when they are writable, as for root on most hosts. Where neither wo
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
+
+from posttrain.procs import kill_each
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -143,11 +143,7 @@ class Cgroup:
         """SIGKILL every process in the groups until none is left; True when empty."""
         deadline = time.monotonic() + timeout_s
         while (pids := self.pids()) and time.monotonic() < deadline:
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            kill_each(pids)
             time.sleep(0.005)
         return not self.pids()
 

@@ -11,10 +11,11 @@ verifier, so a loop the agent left behind cannot rewrite the reward while the te
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from posttrain.procs import kill_each
 
 UNIX_ACCEPTING = 0x10000       # __SO_ACCEPTCON in /proc/net/unix's Flags column
 TCP_LISTEN, UDP_BOUND = "0A", "07"
@@ -95,11 +96,7 @@ def kill_all_but_servers(pids_of: Callable[[], Iterable[int]], keep: set[int],
         victims = set(rest) - serving(rest)
         if not victims:
             return True
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        kill_each(victims)
         time.sleep(0.005)
     return False
 

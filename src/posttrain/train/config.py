@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from posttrain.config_base import StrictModel
 from posttrain.train.advantages import ADVANTAGES, DEFAULT_FOR_LOSS
@@ -14,6 +14,8 @@ from posttrain.train.kl import KL_ESTIMATORS
 from posttrain.train.losses import LOSSES
 from posttrain.train.lora import LORA_TARGETS
 from posttrain.train.precision import ComputeDtype
+
+_REGISTRIES = {"loss": LOSSES, "kl_estimator": KL_ESTIMATORS, "advantage": ADVANTAGES}
 
 
 class OptimConfig(StrictModel):
@@ -77,25 +79,13 @@ class RLConfig(StrictModel):
     # weights the trainer's own (train/routing_replay.py). Needs an engine that returns routing.
     routing_replay: bool = False
 
-    @field_validator("loss")
+    @field_validator("loss", "kl_estimator", "advantage")
     @classmethod
-    def _known_loss(cls, v: str) -> str:
-        if v not in LOSSES:
-            raise ValueError(f"unknown loss {v!r}; known: {sorted(LOSSES)}")
-        return v
-
-    @field_validator("kl_estimator")
-    @classmethod
-    def _known_kl(cls, v: str) -> str:
-        if v not in KL_ESTIMATORS:
-            raise ValueError(f"unknown kl_estimator {v!r}; known: {sorted(KL_ESTIMATORS)}")
-        return v
-
-    @field_validator("advantage")
-    @classmethod
-    def _known_advantage(cls, v: str | None) -> str | None:
-        if v is not None and v not in ADVANTAGES:
-            raise ValueError(f"unknown advantage {v!r}; known: {sorted(ADVANTAGES)}")
+    def _known_name(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """Each name is one its registry holds (None: advantage's default for the loss)."""
+        known = _REGISTRIES[info.field_name]
+        if v is not None and v not in known:
+            raise ValueError(f"unknown {info.field_name} {v!r}; known: {sorted(known)}")
         return v
 
     @property

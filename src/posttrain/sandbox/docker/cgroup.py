@@ -7,11 +7,10 @@ v1 and v2, as long as the engine runs on this host and we may read its groups.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from pathlib import Path
 
+from posttrain.procs import kill_each
 from posttrain.sandbox.cgroups import ROOT, Cgroup
 
 
@@ -82,12 +81,7 @@ class ContainerCgroup:
 
     def kill(self, pids) -> None:
         """SIGKILL those of `pids` that are not kept."""
-        for pid in pids:
-            if pid not in self.keep:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        kill_each(pid for pid in pids if pid not in self.keep)
 
     def wait_empty_but_init(self, timeout_s: float = 5.0) -> bool:
         """True once only the kept processes are left (killing stragglers as it waits)."""
