@@ -27,6 +27,7 @@ from posttrain.rollout.judge import open_judge
 from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts
 from posttrain.types import Episode
 
+HF_SFT_MICRO_BATCH = 2   # demonstrations per forward of a real model: its activations, not the batch, set memory
 EPISODES = "episodes"   # RUN/episodes: per-turn episode checkpoints (rollout.episode_checkpoints)
 
 Warn = Callable[[str], None]
@@ -42,12 +43,13 @@ class RunParts(NamedTuple):
     domain_ids: list[list[str]]
 
 
-def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int, **transforms) -> None:
+def _sft(cfg: RLRunConfig, model, pad_id: int, demos: list[Episode], steps: int, micro_batch: int = 32,
+         **transforms) -> None:
     """transforms: OptimConfig's compute_dtype / logprob_chunk for the warm start (never LoRA:
     the engines copy this model as it is)."""
     from posttrain.train.trainer import OptimConfig, PolicyTrainer
 
-    optim = OptimConfig(lr=cfg.policy.sft_lr, micro_batch=32, **transforms)
+    optim = OptimConfig(lr=cfg.policy.sft_lr, micro_batch=micro_batch, **transforms)
     trainer = PolicyTrainer(model, pad_id, optim)
     rng = random.Random(cfg.seed)
     for _ in range(steps):
@@ -68,7 +70,7 @@ def _policy(cfg: RLRunConfig, resume_from: Path | None, corpus_and_demos, device
         model = _scaled(cfg, model).to(device)
         if cfg.policy.hf_sft_steps:
             demos = corpus_and_demos()[1](tokenizer)
-            _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps,
+            _sft(cfg, model, tokenizer.pad_token_id, demos, cfg.policy.hf_sft_steps, HF_SFT_MICRO_BATCH,
                  compute_dtype=cfg.optim.compute_dtype, logprob_chunk=cfg.optim.logprob_chunk)
         return model, tokenizer
     corpus, demos_of = corpus_and_demos()

@@ -150,12 +150,13 @@ class PolicyTrainer:
         return stats
 
     def sft_step(self, episodes: list[Episode]) -> dict:
-        """One step of next-token loss on the masked (reply) tokens of demonstrations."""
+        """One step of next-token loss on the masked (reply) tokens of demonstrations: their
+        mean over the whole batch's tokens, whatever the micro-batch size."""
         def loss_fn(b: Batch, _episodes):
             lp = token_logprobs(self.model, b.input_ids, b.attention_mask, head=self.head)
             loss = sft_loss(lp, b.loss_mask)
             return loss, {"loss": loss.item()}
-        return self._step(loss_fn, episodes, None)
+        return self._step(loss_fn, episodes, None, weighting="token")
 
     def _logprobs(self, model, b: Batch, episodes: list[Episode], cfg: RLConfig) -> torch.Tensor:
         lp = None
