@@ -83,7 +83,6 @@ class ComposeProject:
         self.compose = compose_cli()
         self.file = root / "compose.yaml"
         self.env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} | env
-        self.started = False
 
     @property
     def network(self) -> str:
@@ -133,7 +132,6 @@ class ComposeProject:
 
     def up(self, timeout_s: float = 120) -> None:
         """Start the sidecars; return once each is running (healthy if it has a check)."""
-        self.started = True
         self._run("up", "-d", "--no-build", file=self.file, timeout=timeout_s)
         deadline = time.monotonic() + timeout_s
         while not self._ready():
@@ -159,20 +157,18 @@ class ComposeProject:
         return ready
 
     def down(self) -> None:
-        """Remove the project's containers, network and volumes (by label, if compose fails)."""
-        if self.started and self.file.is_file():
-            self._run("down", "-v", "--remove-orphans", "-t", "1", file=self.file,
-                      timeout=120, check=False)
+        """Remove the project's containers, network and volumes, found by the label compose
+        puts on each (`rm -f`: a sandbox is thrown away, so nothing waits for a graceful
+        stop; `compose down -t 1` took 1.7 s of a 5.6 s sidecar attempt, this 0.5 s)."""
         remove_project(self.cli, self.name)
-        self.started = False
 
 
 def remove_project(cli: str, name: str) -> None:
-    """Everything compose made for project `name`, found by its label: for the reaper and
-    for a close() whose compose file is gone."""
+    """Everything compose made for project `name`, found by its label (`rm -v`: a sidecar's
+    anonymous volumes, which carry no label, go with it as under `compose down -v`)."""
     label = f"label={PROJECT_LABEL}={name}"
-    for kind, rm in (("ps -aq", "rm -f"), ("network ls -q", "network rm"),
+    for kind, rm in (("ps -aq", "rm -fv"), ("network ls -q", "network rm"),
                      ("volume ls -q", "volume rm -f")):
         ids = engine.run(cli, *kind.split(), "--filter", label, check=False, timeout=60)
-        for ident in ids.stdout.decode().split():
-            engine.run(cli, *rm.split(), ident, check=False, timeout=120)
+        if ids.stdout.split():     # one command for all: each removal goes on past a failure
+            engine.run(cli, *rm.split(), *ids.stdout.decode().split(), check=False, timeout=120)
