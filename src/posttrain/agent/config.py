@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from posttrain.agent.approval import ApprovalConfig
 from posttrain.config_base import StrictModel
@@ -28,6 +29,14 @@ class AgentConfig(StrictModel):
     retry_backoff_max_s: float = Field(8.0, ge=0)
     otel: OtelConfig | None = None                  # [agent.otel]: a span per step (agent/traces.py)
     approval: ApprovalConfig = ApprovalConfig()     # [agent.approval]: off; eval --approve (agent/approval.py)
+
+    @field_validator("program")
+    @classmethod
+    def _program_paths(cls, argv: list[str] | None) -> list[str] | None:
+        """A relative path in the argv that names a file where the config is read (the user's
+        working directory) becomes absolute: the program runs in a fresh directory per episode."""
+        return argv and [str(Path(a).resolve()) if not Path(a).is_absolute() and Path(a).is_file()
+                         else a for a in argv]
 
     @model_validator(mode="after")
     def _program_alone(self):
