@@ -1,5 +1,5 @@
 """EnginesConfig: which rollout engine `posttrain rl` samples from (`kind`: the embedded one, the
-same in a child process, or vLLM servers it starts or attaches to; recipes/rl_engines.py builds
+same in a child process, or vLLM servers it starts or attaches to; recipes/rl/engines.py builds
 it) and the conformance gate's thresholds; checked when built."""
 
 from __future__ import annotations

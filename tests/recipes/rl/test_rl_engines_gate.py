@@ -9,8 +9,8 @@ import torch
 
 from posttrain.errors import PosttrainError
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_engines import rollout_engine
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.engines import rollout_engine
 from posttrain.rollout.conformance import GatedEngine
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.rollout.envs import SingleTurnEnv
