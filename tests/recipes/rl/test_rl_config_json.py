@@ -4,9 +4,9 @@ are resolved when the config is validated, not rewritten after it (recipes/rl/co
 
 import json
 
-from posttrain.engine.fleet.config import GATE_LIMITS
-from posttrain.recipes.rl.run import run_rl
 from posttrain.recipes.rl.config import RLRunConfig, load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.rollout.conformance import GATE_LIMITS
 
 
 def test_config_json_equals_the_config_that_ran_derived_values_included(tmp_path):

@@ -16,10 +16,11 @@ from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.models.tiny import MOE_FIELDS, PRESETS
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.conformance import gate_limits
 from posttrain.rollout.judge import JudgeConfig
 from posttrain.schedule.config import ScheduleConfig
-from posttrain.train.precision import ComputeDtype
 from posttrain.train.config import OptimConfig, RLConfig
+from posttrain.train.precision import ComputeDtype
 
 
 class RopeScalingConfig(StrictModel):
@@ -201,7 +202,7 @@ class RLRunConfig(StrictModel):
         """Values that follow from others, set here (after the checks) so that config.json
         records what runs: exact logprobs are the fp32 engine's bits, so optim.compute_dtype
         "auto" is fp32 with them; FSDP2 ranks step an unfused optimizer; the gate's limits are
-        the engine dtype's defaults (engine/fleet/config.py GATE_LIMITS) where not set."""
+        the engine dtype's defaults (rollout/conformance.py GATE_LIMITS) where not set."""
         optim = {}
         if self.algo.exact_logprobs and self.optim.compute_dtype == "auto":
             optim["compute_dtype"] = "fp32"
@@ -209,7 +210,7 @@ class RLRunConfig(StrictModel):
             optim["fused"] = False
         if optim:
             self.optim = self.optim.model_copy(update=optim)
-        max_abs, mean_abs = self.engines.gate_limits(self.engines.compute_dtype.name)
+        max_abs, mean_abs = gate_limits(self.engines, self.engines.compute_dtype.name)
         self.engines = self.engines.model_copy(update={"max_abs_logp": max_abs, "mean_abs_logp": mean_abs})
         return self
 
