@@ -33,10 +33,10 @@ from parts.report import add_args, cpu, write_json
 from parts.trl_tools import trl_tool_support
 from rich.console import Console
 
-from posttrain.recipes.rl import evaluate, run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_engines import rollout_engine
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl.run import evaluate, run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.engines import rollout_engine
+from posttrain.recipes.rl.env import build_env
 from posttrain.tasks import load_tasks
 from posttrain.tasks.suites import generate
 

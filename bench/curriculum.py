@@ -24,9 +24,9 @@ from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.quick import evaluate_pass_at_1, pass_scores
 from posttrain.models.tiny import save_policy
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.env import build_env
 
 SIZES = {"quick": dict(n_train=18, n_eval=12, steps=8, groups=2, group=4, sft=150, k=4),
          "full": dict(n_train=36, n_eval=16, steps=20, groups=4, group=4, sft=200, k=8)}
@@ -48,7 +48,7 @@ def domain(size: dict, manifest: Path | None) -> dict:
 
 
 def config(overrides: list[str], size: dict, manifest: Path | None, curriculum: bool):
-    from posttrain.schedule.config import DomainConfig
+    from posttrain.recipes.rl.config import DomainConfig
 
     cfg = load_rl_config(None, overrides + [f"schedule.curriculum={str(curriculum).lower()}"])
     return cfg.model_copy(update={"domains": [DomainConfig(**domain(size, manifest))]})

@@ -56,8 +56,8 @@ def _part(out: dict, name: str, fn) -> None:
 
 def quickstart(device: str, runs: Path, tiny: bool) -> dict:
     """The quickstart's quick preset (smaller still with tiny) on the device."""
-    from posttrain.recipes.config import load_config
-    from posttrain.recipes.quickstart import run_quickstart
+    from posttrain.recipes.quickstart.config import load_config
+    from posttrain.recipes.quickstart.run import run_quickstart
 
     sets = [f"runs_dir={json.dumps(str(runs))}", 'name="quickstart"', f"device={json.dumps(device)}"]
     s = run_quickstart(load_config(None, "quick", sets + (TINY_QUICKSTART if tiny else [])))
@@ -104,8 +104,8 @@ def engine_check(model, device: torch.device, tokens: int) -> dict:
 def rl_check(device: str, runs: Path, model_dir: str | None, steps: int, heldout: int, tiny: bool) -> dict:
     """A few steps of the SmolLM2 instruct recipe (tiny: the copy task) on the device, with its
     greedy held-out evals before and after (the recipe itself: 24 steps, 300 held-out prompts)."""
-    from posttrain.recipes.rl import run_rl
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.run import run_rl
+    from posttrain.recipes.rl.config import load_rl_config
 
     sets = [f"runs_dir={json.dumps(str(runs))}", 'name="rl"', f"device={json.dumps(device)}",
             f"rollout.steps={steps}", "rollout.checkpoint_every=0"]

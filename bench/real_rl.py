@@ -34,10 +34,10 @@ from parts.report import add_args, cpu, write_json
 from parts.trl_grpo import grpo_flags, trl_grpo
 
 from posttrain.evals.stats import paired_compare
-from posttrain.recipes.rl import evaluate, run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_engines import rollout_engine
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl.run import evaluate, run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.engines import rollout_engine
+from posttrain.recipes.rl.env import build_env
 from posttrain.tasks import load_tasks
 
 SEEDS = {"quick": [0], "full": [0, 1, 2]}

@@ -32,10 +32,10 @@ from parts.report import add_args, cpu, write_json
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.stats import paired_compare
 from posttrain.models.tiny import load_policy, save_policy
-from posttrain.recipes.rl import evaluate, run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_env import build_env
-from posttrain.recipes.rl_heldout import single_turn_scores
+from posttrain.recipes.rl.run import evaluate, run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.env import build_env
+from posttrain.recipes.rl.heldout import single_turn_scores
 from posttrain.rollout.envs import Prompt
 from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 from posttrain.tasks.suites import terminal_basics

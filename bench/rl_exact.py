@@ -33,8 +33,8 @@ from posttrain.kernels.exact_linear import exact_linear
 from posttrain.machine import cpu_line
 from posttrain.models.gguf import ensure_model
 from posttrain.models.tiny import build_tiny_model, load_policy
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 from posttrain.train.trainer import OptimConfig, PolicyTrainer, RLConfig
 from posttrain.types import Episode
 

@@ -7,8 +7,8 @@ from pydantic import ValidationError
 
 from posttrain.devices import device_record, resolve_device
 from posttrain.errors import ConfigError
-from posttrain.recipes.config import QuickstartConfig
-from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.quickstart.config import QuickstartConfig
+from posttrain.recipes.rl.config import RLRunConfig
 from posttrain.train.precision import resolve_dtype
 
 

@@ -18,13 +18,13 @@ ALLOWED = {
     ("rollout/envs.py", "isinstance(out, Exception)"): "a reward function's error, carried as a value",
     ("rollout/judge.py", "isinstance(answer, Exception)"): "a judge's failure, cached as a value",
     ("rollout/executors/ray_executor.py", "isinstance(e, EngineLost)"): "which Ray error lost a wave",
-    ("recipes/rl_config.py", "getattr(stage, knob)"): "a LengthStage's knobs by name",
-    ("recipes/rl_engines.py", "isinstance(env, SingleTurnEnv)"): "builder: the env wrapped to run in the engine's process",
+    ("recipes/rl/config.py", "getattr(stage, knob)"): "a LengthStage's knobs by name",
+    ("recipes/rl/engines.py", "isinstance(env, SingleTurnEnv)"): "builder: the env wrapped to run in the engine's process",
     ("recipes/config_io.py", "isinstance(v, dict)"): "merging TOML tables",
     ("recipes/config_io.py", "isinstance(a, dict)"): "comparing TOML tables",
     ("recipes/progress.py", "isinstance(v, float)"): "formatting a metric",
-    ("recipes/domains.py", "isinstance(v, (list, tuple))"): "formatting an override",
-    ("recipes/rl.py", 'getattr(trainer, "setup", {})'): "a trainer (Ray ranks keep no setup), not an env",
+    ("recipes/rl/domains.py", "isinstance(v, (list, tuple))"): "formatting an override",
+    ("recipes/rl/run.py", 'getattr(trainer, "setup", {})'): "a trainer (Ray ranks keep no setup), not an env",
 }
 
 

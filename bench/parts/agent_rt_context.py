@@ -8,13 +8,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from posttrain.agent.config import AgentConfig
+from posttrain.agent.config import AgentConfig, ContextConfig
 from posttrain.agent.framing import framer_for
 from posttrain.agent.loop import run_episodes
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.evals.textrun import prompt_lengths
-from posttrain.schedule.config import ContextConfig
 from posttrain.tasks import read_task
 from posttrain.tasks.suites import generate
 

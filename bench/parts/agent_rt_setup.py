@@ -39,8 +39,8 @@ def make_tasks(out: Path, n: int, seed: int) -> Path:
 def warm_policy(out: Path, sft_steps: int) -> Path:
     """The tiny policy SFT'd on terminal-basics oracle turns (as the curriculum bench builds it)."""
     from posttrain.models.tiny import save_policy
-    from posttrain.recipes.rl_config import load_rl_config
-    from posttrain.recipes.rl_env import build_env
+    from posttrain.recipes.rl.config import load_rl_config
+    from posttrain.recipes.rl.env import build_env
 
     ckpt = out / "policy"
     if (ckpt / "config.json").is_file():

@@ -6,7 +6,7 @@ import torch
 from engine_server import ScriptedEngineServer, agent_tokenizer
 
 from posttrain.agent.chat import ChatFramer
-from posttrain.agent.config import AgentConfig
+from posttrain.agent.config import AgentConfig, ContextConfig
 from posttrain.agent.loop import run_episodes
 from posttrain.agent.protocol import format_observation
 from posttrain.engine.base import Engine, SamplingParams
@@ -15,7 +15,6 @@ from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import ConfigError
 from posttrain.evals.contexts import parse_contexts
 from posttrain.models.tiny import build_tiny_model
-from posttrain.schedule.config import ContextConfig
 from posttrain.tasks import read_task
 from posttrain.tasks.suites import terminal_basics
 from posttrain.train.batch import by_segment

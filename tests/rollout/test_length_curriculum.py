@@ -7,8 +7,8 @@ import pytest
 
 from posttrain.agent.config import AgentConfig
 from posttrain.errors import ConfigError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 from posttrain.rollout.envs import SandboxEnv
 from posttrain.rollout.length import LengthStage, budgets_at, check_curriculum
 

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from posttrain.errors import ConfigError, PosttrainError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 
 @pytest.mark.parametrize("override, message", [
@@ -46,7 +46,7 @@ def test_every_engine_kind_has_one_builder():
     from typing import get_args
 
     from posttrain.engine.fleet.config import EnginesConfig
-    from posttrain.recipes.rl_engines import ENGINES
+    from posttrain.recipes.rl.engines import ENGINES
 
     assert set(ENGINES) == set(get_args(EnginesConfig.model_fields["kind"].annotation))
 

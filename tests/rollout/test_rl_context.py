@@ -7,7 +7,7 @@ from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.config import AgentConfig
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
-from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.rl.config import RLRunConfig
 from posttrain.rollout.envs import SandboxEnv
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import read_task

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 SETTINGS = ["threads=1", "tasks.n_train=4", "tasks.n_eval=0", "policy.sft_steps=2", "rollout.steps=2",
             "rollout.max_staleness=0", "rollout.groups_per_step=1", "rollout.group_size=2",

@@ -50,7 +50,7 @@ def test_every_trainer_forward_is_exact(make_parts, tokenizer, algo_kw):
 @pytest.mark.parametrize("where", ['cluster.executor="ray"', 'engines.kind="vllm"'])
 def test_the_knob_is_refused_where_the_engine_would_not_be_exact(where):
     from posttrain.errors import ConfigError
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.config import load_rl_config
 
     assert load_rl_config(None, ["algo.exact_logprobs=true"]).algo.exact_logprobs
     assert load_rl_config(None, ["algo.exact_logprobs=true", 'engines.kind="process"']).algo.exact_logprobs

@@ -211,8 +211,8 @@ def test_the_child_engine_gets_its_own_core_and_the_trainer_fewer_threads(make_p
     import torch
 
     from posttrain.agent.config import AgentConfig
-    from posttrain.recipes.rl_config import load_rl_config
-    from posttrain.recipes.rl_engines import rollout_engine
+    from posttrain.recipes.rl.config import load_rl_config
+    from posttrain.recipes.rl.engines import rollout_engine
     from posttrain.rollout.envs import InEngineProcess, SandboxEnv
 
     env, model, _ = make_parts()

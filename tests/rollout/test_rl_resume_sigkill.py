@@ -11,8 +11,8 @@ import time
 import pytest
 
 from posttrain.errors import PosttrainError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 SETTINGS = ["threads=1", 'tasks.kind="copy"', "tasks.n_train=6", "tasks.n_eval=0", "tasks.max_tokens=4",
             "policy.sft_steps=0", "policy.vocab_size=300", "rollout.steps=4",

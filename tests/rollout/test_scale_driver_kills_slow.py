@@ -18,8 +18,8 @@ from tests_ray import optional_ray  # noqa: E402
 
 ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
-from posttrain.recipes.rl import run_rl  # noqa: E402
-from posttrain.recipes.rl_config import load_rl_config  # noqa: E402
+from posttrain.recipes.rl.run import run_rl  # noqa: E402
+from posttrain.recipes.rl.config import load_rl_config  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]
 CYCLES = int(os.environ.get("POSTTRAIN_DRIVER_KILLS", "20"))  # fewer for a quick look on a busy machine
@@ -41,7 +41,7 @@ def address():
 @pytest.fixture(scope="module")
 def drivers():
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "ray", "transformers.models.llama.modeling_llama", "posttrain.recipes.rl",
+    ctx.set_forkserver_preload(["torch", "ray", "transformers.models.llama.modeling_llama", "posttrain.recipes.rl.run",
                                 "posttrain.rollout.executors.ray_executor"])
     return ctx
 

@@ -15,8 +15,8 @@ from tests_ray import local_cluster, optional_ray, timing  # noqa: E402
 ray = optional_ray()   # None without the extra: then deselected (tests/needs.py)
 
 from posttrain.cluster.config import ClusterConfig  # noqa: E402
-from posttrain.recipes.rl import run_rl  # noqa: E402
-from posttrain.recipes.rl_config import load_rl_config  # noqa: E402
+from posttrain.recipes.rl.run import run_rl  # noqa: E402
+from posttrain.recipes.rl.config import load_rl_config  # noqa: E402
 from posttrain.rollout.executors.ray_executor import RayExecutor  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs("ray")]

@@ -59,8 +59,8 @@ def test_an_unreachable_address_fails_fast_and_bad_ranks_are_refused():
 
 @pytest.mark.needs("ray")
 def test_posttrain_rl_with_an_unreachable_cluster_address_fails_at_start(tmp_path):
-    from posttrain.recipes.rl import run_rl
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.run import run_rl
+    from posttrain.recipes.rl.config import load_rl_config
 
     cfg = load_rl_config(None, [f'runs_dir="{tmp_path}"', 'tasks.kind="copy"', "tasks.n_train=4",
                                 'cluster.executor="ray"', 'cluster.address="127.0.0.1:1"'])

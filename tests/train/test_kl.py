@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posttrain.errors import ConfigError, PosttrainError
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.config import load_rl_config
 from posttrain.train.batch import collate
 from posttrain.train.kl import KL_ESTIMATORS, k1_kl, k2_kl, k3_kl
 from posttrain.train.logprobs import token_logprobs

@@ -71,7 +71,7 @@ def test_trainer_ranks_refuse_offload():
 
 def test_the_run_config_takes_it_and_refuses_it_with_ranks():
     from posttrain.errors import ConfigError
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.config import load_rl_config
 
     assert load_rl_config(None, ['optim.optimizer_offload="cpu"']).optim.optimizer_offload == "cpu"
     with pytest.raises(ConfigError, match="optimizer_offload"):

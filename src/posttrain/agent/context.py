@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from posttrain.agent.config import ContextConfig
 from posttrain.agent.framing import single_turn
 from posttrain.agent.protocol import format_observation
 from posttrain.engine.base import Engine, SamplingParams
-from posttrain.schedule.config import ContextConfig
 from posttrain.types import ExecResult
 
 SUMMARY_REQUEST = ("Summarise what these steps of a terminal session did and found, "

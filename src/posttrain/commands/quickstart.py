@@ -17,8 +17,8 @@ def quickstart(
 ) -> None:
     """Generate tasks, SFT a tiny model, evaluate, train it with GRPO, evaluate again."""
     from posttrain.machine import cpu_line
-    from posttrain.recipes.config import load_config
-    from posttrain.recipes.quickstart import run_quickstart
+    from posttrain.recipes.quickstart.config import load_config
+    from posttrain.recipes.quickstart.run import run_quickstart
 
     overrides = list(set_) + ([f'name="{name}"'] if name else [])
     cfg = load_config(config, preset, overrides)

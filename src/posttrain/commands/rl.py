@@ -18,9 +18,9 @@ def rl(
     replay: bool = typer.Option(False, help="Re-train on the run's recorded batches (no rollouts)."),
 ) -> None:
     """Train a policy with RL: rollouts and training as two loops around a buffer."""
-    from posttrain.recipes.rl import replay_rl, run_rl
+    from posttrain.recipes.rl.run import replay_rl, run_rl
     from posttrain.errors import PosttrainError
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.config import load_rl_config
 
     if not (config or set_ or default or resume or replay):    # a bare `posttrain rl` is not a 15-minute run
         typer.echo(ctx.get_help())

@@ -1,14 +1,14 @@
 """Context policies of an eval job, per domain: `--context [DOMAIN=]SPEC` (SPEC as
-schedule.config.ContextConfig.parse reads it, e.g. `last_k:k=3`), recorded in the job's
+agent.config.ContextConfig.parse reads it, e.g. `last_k:k=3`), recorded in the job's
 conditions as (domain, canonical spec) pairs; "*" is every domain not named."""
 
 from __future__ import annotations
 
 from pydantic import ValidationError
 
+from posttrain.agent.config import ContextConfig
 from posttrain.config_base import first_error
 from posttrain.errors import ConfigError
-from posttrain.schedule.config import ContextConfig
 from posttrain.tasks import Task
 
 EVERY = "*"

@@ -8,7 +8,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-# The paired held-out differences (evals/stats.py paired_gain, recipes/rl_heldout.py heldout_gain)
+# The paired held-out differences (evals/stats.py paired_gain, recipes/rl/heldout.py heldout_gain)
 GAIN_PREFIXES = ("paired_", "heldout_")
 
 

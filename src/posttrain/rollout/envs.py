@@ -23,11 +23,10 @@ from pathlib import Path
 
 from posttrain.agent.chat import ChatFramer
 from posttrain.agent.checkpoint import EpisodeStore
-from posttrain.agent.config import AgentConfig
+from posttrain.agent.config import AgentConfig, ContextConfig
 from posttrain.agent.episodes import run_agent_episodes
 from posttrain.engine.base import Engine, SamplingParams
 from posttrain.rollout.length import LengthStage, budgets_at
-from posttrain.schedule.config import ContextConfig
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import Task
 from posttrain.tasks.tools import task_tools
@@ -51,7 +50,7 @@ class Environment(abc.ABC):
     # Scored by a judge model (rollout/judge.py): its reward_fn is a JudgeReward, whose
     # metrics each training step logs.
     judged: bool = False
-    # Its held-out score (recipes/rl.py): "pass@1" of sandbox episodes, or the mean "reward".
+    # Its held-out score (recipes/rl/run.py): "pass@1" of sandbox episodes, or the mean "reward".
     held_out: str = "reward"
     # Its tasks declare tools (tools.json): a run that makes no tool call stops early.
     uses_tools: bool = False

@@ -27,7 +27,7 @@ def decontend(gen_s: float, train_s: float, trainer_idle: float, engine_busy: fl
 
 
 def shared_cores(config: dict) -> bool:
-    """Whether the run's engine computed on the trainer's cores (recipes/rl_engines.py): the
+    """Whether the run's engine computed on the trainer's cores (recipes/rl/engines.py): the
     embedded engine always; the process engine unless pinned (engines.pin_cores, None: pinned
     for single-turn copy tasks only); vLLM servers never. A config without [engines]: embedded."""
     engines = config.get("engines", {})

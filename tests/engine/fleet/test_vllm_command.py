@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 from posttrain.engine.fleet.servers import TRAINING_FLAGS, ServerSpec
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.served_engine import server_specs
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.served_engine import server_specs
 
 
 def _commands(tmp_path: Path, *sets: str) -> list[list[str]]:

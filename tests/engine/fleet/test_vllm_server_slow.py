@@ -11,7 +11,7 @@ from posttrain.engine.fleet.replicas import ReplicaSet
 from posttrain.engine.fleet.servers import EngineServer, ServerSpec, worker_pythonpath
 from posttrain.errors import EngineError, PosttrainError
 from posttrain.models.tiny import load_policy
-from posttrain.recipes.served_engine import check_tokenizer
+from posttrain.recipes.rl.served_engine import check_tokenizer
 
 pytestmark = pytest.mark.slow
 

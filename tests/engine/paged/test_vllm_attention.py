@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from posttrain.engine.base import SamplingParams
-from posttrain.engine.fleet.config import GATE_LIMITS
 from posttrain.engine.paged import dtypes, vllm_attention
 from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.engine.paged.vllm_attention import attention_backend
 from posttrain.kernels import vllm_cpu
 from posttrain.kernels.vllm_cpu import Found
+from posttrain.rollout.conformance import GATE_LIMITS
 from posttrain.train.batch import right_pad
 from posttrain.train.logprobs import token_logprobs
 

@@ -155,8 +155,8 @@ def test_task_prompts_carry_the_reward(train):
 def test_sandbox_paths_refuse_single_turn_tasks(tmp_path, train):
     from posttrain.errors import ConfigError, TaskError
     from posttrain.evals.launch import read_tasks
-    from posttrain.recipes.domains import sandbox_tasks
-    from posttrain.recipes.rl_config import load_rl_config
+    from posttrain.recipes.rl.domains import sandbox_tasks
+    from posttrain.recipes.rl.config import load_rl_config
 
     root = train[0].path.parent
     with pytest.raises(TaskError, match="single-turn"):

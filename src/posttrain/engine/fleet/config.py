@@ -1,6 +1,7 @@
 """EnginesConfig: which rollout engine `posttrain rl` samples from (`kind`: the embedded one, the
-same in a child process, or vLLM servers it starts or attaches to; recipes/rl_engines.py builds
-it) and the conformance gate's thresholds; checked when built."""
+same in a child process, or vLLM servers it starts or attaches to; recipes/rl/engines.py builds
+it) and the conformance gate's knobs (rollout/conformance.py holds its default limits and applies
+them); checked when built."""
 
 from __future__ import annotations
 
@@ -16,11 +17,6 @@ if TYPE_CHECKING:
 
 
 EMBEDDED_CHECK_EVERY = 20
-# The gate's default (max, mean) |Δlogp| per engine dtype against the trainer's fp32 forward.
-# fp32: the same kernels' rounding. bf16: SmolLM2-135M-Instruct's bf16 engine measured max
-# 0.20-0.35 and mean 0.036-0.042 on the probes (docs/engine-serving.md "Conformance gate"), so the
-# limits leave it room; a failed update or another model's weights still exceed them.
-GATE_LIMITS = {"float32": (0.05, 0.005), "bfloat16": (1.0, 0.1)}
 
 
 class EnginesConfig(StrictModel):
@@ -39,7 +35,7 @@ class EnginesConfig(StrictModel):
     # The engine's compute dtype, every kind: "auto" is bf16 where the CPU multiplies it natively
     # (engine/paged/dtypes.py), resolved once here so vLLM and the embedded engine agree on it.
     # The trainer's forward is fp32 (or bf16 autocast): a bf16 engine's mismatch is what
-    # algo.tis corrects, and the gate's default limits follow the dtype (GATE_LIMITS).
+    # algo.tis corrects, and the gate's default limits follow the dtype (rollout/conformance.py).
     dtype: Literal["float32", "bfloat16", "auto"] = "float32"
     max_model_len: int = Field(2048, ge=16)
     kv_cache_gib: int = Field(1, ge=1)       # VLLM_CPU_KVCACHE_SPACE per replica
@@ -53,7 +49,7 @@ class EnginesConfig(StrictModel):
     check_every: int | None = Field(None, ge=0)
     probes: int = Field(4, ge=1)
     probe_tokens: int = Field(16, ge=1)
-    max_abs_logp: float | None = Field(None, gt=0)  # refuse to start above this max |Δlogp| (None: GATE_LIMITS)
+    max_abs_logp: float | None = Field(None, gt=0)  # refuse to start above this max |Δlogp| (None: conformance.GATE_LIMITS)
     mean_abs_logp: float | None = Field(None, gt=0)  # ... or above this mean |Δlogp|
 
     @functools.cached_property
@@ -65,13 +61,6 @@ class EnginesConfig(StrictModel):
         from posttrain.engine.paged.dtypes import choose_dtype
 
         return choose_dtype(self.dtype, "cuda" if torch.cuda.is_available() else "cpu")
-
-    def gate_limits(self, engine_dtype: str) -> tuple[float, float]:
-        """(max, mean) |Δlogp| the gate allows an engine running `engine_dtype`: the set values,
-        else that dtype's defaults."""
-        max_abs, mean_abs = GATE_LIMITS[engine_dtype]
-        return (max_abs if self.max_abs_logp is None else self.max_abs_logp,
-                mean_abs if self.mean_abs_logp is None else self.mean_abs_logp)
 
     @property
     def check_interval(self) -> int:

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from posttrain.errors import ConfigError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 
 def test_an_rl_step_on_a_tiny_moe_replays_the_engines_routing(tmp_path):

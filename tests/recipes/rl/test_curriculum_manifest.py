@@ -1,14 +1,14 @@
 """A validation manifest's pass rates reach the curriculum of `posttrain rl`: from the TOML
 config (`[[domains]] manifest`, `[schedule] curriculum`) through the domain's tasks and the
-run's scheduler (recipes/domains.py, the path run_rl takes) to the weights its draws follow."""
+run's scheduler (recipes/rl/domains.py, the path run_rl takes) to the weights its draws follow."""
 
 import json
 from collections import Counter
 
 import pytest
 
-from posttrain.recipes.domains import make_scheduler, sandbox_tasks
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.domains import make_scheduler, sandbox_tasks
+from posttrain.recipes.rl.config import load_rl_config
 from posttrain.schedule.curriculum import group_signal
 
 # successes of 4 manifest episodes per task: learnable, too easy, too hard, learnable

@@ -27,11 +27,11 @@ from posttrain.evals.quick import evaluate_pass_at_1, pass_scores
 from posttrain.evals.stats import paired_gain
 from posttrain.machine import cpu_info
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
-from posttrain.recipes.config import QuickstartConfig
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
 from posttrain.recipes.progress import Phases
+from posttrain.recipes.quickstart.config import QuickstartConfig
+from posttrain.recipes.quickstart.samples import write_samples
 from posttrain.recipes.report import write_report
-from posttrain.recipes.samples import write_samples
 from posttrain.recipes.summary import RunSummary
 from posttrain.sandbox.reaper import reap
 from posttrain.tasks.suites import terminal_basics

@@ -2,7 +2,7 @@
 policy (a tiny model warm-started on oracle demonstrations, or an HF checkpoint framed in its
 own chat template).
 
-Task sources and held-out splits: recipes/domains.py (sandbox tasks, one path for [tasks] and
+Task sources and held-out splits: recipes/rl/domains.py (sandbox tasks, one path for [tasks] and
 [[domains]]); tasks.kind = "copy" (a built-in phrase-copy task) and "single-turn" (a directory
 of single-turn tasks, e.g. `posttrain tasks generate DIR --suite instruct`) are prompts, built here.
 """
@@ -20,8 +20,8 @@ from posttrain.devices import resolve_device
 from posttrain.errors import ConfigError, PosttrainError
 from posttrain.models.rope import with_rope_scaling
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, load_policy
-from posttrain.recipes.domains import read_task_dir, sandbox_tasks
-from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.rl.domains import read_task_dir, sandbox_tasks
+from posttrain.recipes.rl.config import RLRunConfig
 from posttrain.rollout.envs import Environment, SandboxEnv, SingleTurnEnv
 from posttrain.rollout.judge import open_judge
 from posttrain.rollout.single_turn import REWARDS, copy_prompts, reply_score, task_prompts

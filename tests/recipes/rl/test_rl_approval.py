@@ -3,7 +3,7 @@
 import pytest
 
 from posttrain.errors import ConfigError
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.config import load_rl_config
 
 
 def test_rl_refuses_approval_and_has_it_off_by_default():

@@ -1,4 +1,4 @@
-"""summary.json's kernel_plan for `posttrain rl` (recipes/rl_engines.py kernel_plan_of): the plan the
+"""summary.json's kernel_plan for `posttrain rl` (recipes/rl/engines.py kernel_plan_of): the plan the
 paged engine of the embedded and process kinds runs here; none for vLLM servers."""
 
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from posttrain.engine.paged.dtypes import DtypeChoice
 from posttrain.engine.paged.local import EngineConfig, LocalEngine
 from posttrain.models.tiny import build_tiny_model
-from posttrain.recipes.rl_engines import kernel_plan_of
+from posttrain.recipes.rl.engines import kernel_plan_of
 
 
 def _cfg(kind: str, exact: bool = False):

@@ -3,7 +3,7 @@
 - "embedded" (the default): the paged engine in this process, over a copy of the policy.
 - "process": the same engine in a child process (engine/process.py). It generates on its own
   core while the trainer computes; single-turn episodes run there whole (InEngineProcess).
-- "vllm": vLLM servers the run starts or attaches to (recipes/served_engine.py).
+- "vllm": vLLM servers the run starts or attaches to (recipes/rl/served_engine.py).
 
 Each builder is a context manager over (cfg, model, tokenizer, env). It yields the gated
 engine the pipeline publishes to and the env whose waves the pipeline runs. Every kind goes
@@ -91,7 +91,7 @@ def process_engine(cfg, model, tok, env):
 
 @contextlib.contextmanager
 def vllm_engine(cfg, model, tok, env):
-    from posttrain.recipes.served_engine import served_rollout_engine
+    from posttrain.recipes.rl.served_engine import served_rollout_engine
 
     with served_rollout_engine(cfg, model, tok) as engine:
         yield engine, env

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from posttrain.errors import ConfigError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 from posttrain.train.precision import resolve_dtype
 
 
@@ -50,7 +50,7 @@ def test_transforms_that_do_not_fit_are_config_errors(sets, message):
 
 def test_exact_logprobs_resolve_auto_to_fp32():
     from posttrain.models.tiny import build_tiny_model
-    from posttrain.recipes.rl_cluster import make_trainer
+    from posttrain.recipes.rl.cluster import make_trainer
 
     cfg = load_rl_config(None, ["algo.exact_logprobs=true", "optim.compute_dtype=auto"])
     assert make_trainer(cfg, build_tiny_model(300), 0, None).setup["compute_dtype"] == "fp32"
@@ -85,7 +85,7 @@ def _metrics(run_dir):
 
 
 def test_the_quickstart_refuses_lora():
-    from posttrain.recipes.config import load_config
+    from posttrain.recipes.quickstart.config import load_config
 
     with pytest.raises(ConfigError, match="LoRA"):
         load_config(None, "quick", ["rl.optim.lora_rank=4"])
@@ -108,7 +108,7 @@ def test_policy_rope_scaling_reaches_the_run_and_its_checkpoint(tmp_path):
     test_engine_rope_scaling.py, tests/train/test_packed_rope_scaling.py)."""
     from transformers import AutoConfig
 
-    from posttrain.recipes.rl_env import build_env
+    from posttrain.recipes.rl.env import build_env
 
     rope = 'policy.rope_scaling={kind = "yarn", factor = 4, original_max = 256}'
     env = build_env(load_rl_config(None, _common(tmp_path) + [rope]), tmp_path, None)

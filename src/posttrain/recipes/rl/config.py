@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from posttrain.agent.config import AgentConfig
+from posttrain.agent.config import AgentConfig, ContextConfig
 from posttrain.cluster.config import ClusterConfig
 from posttrain.config_base import StrictModel
 from posttrain.devices import Device
@@ -16,10 +16,11 @@ from posttrain.engine.fleet.config import EnginesConfig
 from posttrain.models.tiny import MOE_FIELDS, PRESETS
 from posttrain.recipes.config_io import load_model, resumed_config
 from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.conformance import gate_limits
 from posttrain.rollout.judge import JudgeConfig
-from posttrain.schedule.config import DomainConfig, ScheduleConfig
-from posttrain.train.precision import ComputeDtype
+from posttrain.schedule.config import ScheduleConfig
 from posttrain.train.config import OptimConfig, RLConfig
+from posttrain.train.precision import ComputeDtype
 
 
 class RopeScalingConfig(StrictModel):
@@ -70,6 +71,24 @@ class RLOptimConfig(OptimConfig):
     compute_dtype: ComputeDtype = "fp32"
 
 
+class DomainConfig(StrictModel):
+    """One [[domains]] table: where its tasks come from (tasks/), its share and limits (the
+    scheduler's DomainTasks, recipes/rl/domains.py builds them) and its agent knobs."""
+
+    name: str = Field(min_length=1)
+    source: str                                   # a task directory, or a built-in suite name
+    share: float = Field(1.0, ge=0)               # of every training batch (normalised)
+    priority: int = 0                             # higher issues first when slots are contested
+    n_train: int = Field(48, ge=1)                # tasks a built-in suite generates
+    options: dict = {}                            # keyword arguments of the suite's generate()
+    manifest: str | None = None                   # validation manifest of the source's tasks
+    include: list[str] = ["ok"]                   # manifest statuses trained on
+    sandbox_slots: int | None = Field(None, ge=1)     # episodes of this domain running at once
+    tokens_per_s: float | None = Field(None, gt=0)   # engine tokens per second it may use
+    episode_timeout_s: float | None = Field(None, gt=0)  # wall seconds per episode (agent phase)
+    context: ContextConfig | None = None          # None: agent.context
+
+
 class RLRunConfig(StrictModel):
     name: str = "rl"
     runs_dir: str = "runs"
@@ -86,7 +105,7 @@ class RLRunConfig(StrictModel):
     agent: AgentConfig = AgentConfig()
     domains: list[DomainConfig] = []       # [[domains]] tables; none: [tasks] is the one domain
     schedule: ScheduleConfig = ScheduleConfig()
-    engines: EnginesConfig = EnginesConfig()  # engines.kind: recipes/rl_engines.py
+    engines: EnginesConfig = EnginesConfig()  # engines.kind: recipes/rl/engines.py
     cluster: ClusterConfig = ClusterConfig()
     judge: JudgeConfig | None = None       # [judge]: the model of tasks.reward = "judge" (rollout/judge.py)
 
@@ -131,7 +150,7 @@ class RLRunConfig(StrictModel):
 
     @model_validator(mode="after")
     def _domains_are_sandbox_tasks(self):
-        # [tasks] stands for one implicit domain (recipes/domains.py); single-turn prompts are no domain.
+        # [tasks] stands for one implicit domain (recipes/rl/domains.py); single-turn prompts are no domain.
         if self.domains and self.tasks.kind in ("copy", "single-turn"):
             raise ValueError(f'[[domains]] are sandbox tasks, and tasks.kind = "{self.tasks.kind}" trains '
                              'on single-turn prompts: drop the [[domains]] tables or set tasks.kind')
@@ -144,7 +163,7 @@ class RLRunConfig(StrictModel):
             raise ValueError(f'engines.kind = "{kind}" is for cluster.executor = "local"; with "ray" '
                              "the engine replicas are actors of their own (cluster.engine_replicas)")
         # The batch_invariant engine half of algo.exact_logprobs exists only in the embedded
-        # engine (recipes/rl_engines.py); Ray replicas and vLLM servers would not be exact.
+        # engine (recipes/rl/engines.py); Ray replicas and vLLM servers would not be exact.
         if self.algo.exact_logprobs and self.optim.compute_dtype == "bf16":
             raise ValueError('algo.exact_logprobs computes the trainer\'s logprobs in fp32: set '
                              'optim.compute_dtype = "fp32" or "auto"')
@@ -183,7 +202,7 @@ class RLRunConfig(StrictModel):
         """Values that follow from others, set here (after the checks) so that config.json
         records what runs: exact logprobs are the fp32 engine's bits, so optim.compute_dtype
         "auto" is fp32 with them; FSDP2 ranks step an unfused optimizer; the gate's limits are
-        the engine dtype's defaults (engine/fleet/config.py GATE_LIMITS) where not set."""
+        the engine dtype's defaults (rollout/conformance.py GATE_LIMITS) where not set."""
         optim = {}
         if self.algo.exact_logprobs and self.optim.compute_dtype == "auto":
             optim["compute_dtype"] = "fp32"
@@ -191,7 +210,7 @@ class RLRunConfig(StrictModel):
             optim["fused"] = False
         if optim:
             self.optim = self.optim.model_copy(update=optim)
-        max_abs, mean_abs = self.engines.gate_limits(self.engines.compute_dtype.name)
+        max_abs, mean_abs = gate_limits(self.engines, self.engines.compute_dtype.name)
         self.engines = self.engines.model_copy(update={"max_abs_logp": max_abs, "mean_abs_logp": mean_abs})
         return self
 

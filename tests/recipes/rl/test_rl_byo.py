@@ -10,11 +10,11 @@ import pytest
 from posttrain.agent.framing import TemplateFramer
 from posttrain.errors import ConfigError, PosttrainError
 from posttrain.models.tiny import build_tiny_model, save_policy
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.env import build_env
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "evals"))
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "evals"))
 from test_framing import chatml_tokenizer  # noqa: E402
 
 
@@ -94,7 +94,7 @@ def test_malformed_tasks_are_counted_and_the_first_reason_shown(tmp_path, harbor
     warnings = []
     cfg = _cfg(tmp_path, "tasks.kind=dir", f"tasks.path={json.dumps(str(root))}", "tasks.n_eval=1",
                "policy.init='unused'")
-    from posttrain.recipes.domains import sandbox_tasks
+    from posttrain.recipes.rl.domains import sandbox_tasks
 
     tasks = sandbox_tasks(cfg, tmp_path / "run", warnings.append)
     assert [t.id for t in tasks.train + tasks.held] == ["hello-a", "hello-c"] and len(tasks.held) == 1

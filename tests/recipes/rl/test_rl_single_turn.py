@@ -11,13 +11,13 @@ import pytest
 from posttrain.engine.paged.local import LocalEngine
 from posttrain.errors import ConfigError
 from posttrain.models.tiny import build_tiny_model, save_policy
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_env import build_env
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.env import build_env
 from posttrain.schedule.sampler import GroupJob
 from posttrain.tasks import suites
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "evals"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "evals"))
 from test_framing import chatml_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.needs("instruct")   # the suite's checker (tests/needs.py)
@@ -123,17 +123,17 @@ def test_a_short_run_reports_paired_held_out_scores_and_writes_an_hf_policy(tmp_
 
 
 def test_the_example_config_reads():
-    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_instruct.toml"))
+    cfg = load_rl_config(str(Path(__file__).parents[3] / "examples" / "smollm2_instruct.toml"))
     assert cfg.tasks.kind == "single-turn" and cfg.rollout.group_size == 8 and cfg.policy.init.endswith("smollm2-135m-instruct")
     assert cfg.engines.dtype == "auto"
 
 
 def test_the_multi_turn_example_config_reads():
-    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_terminal.toml"))
+    cfg = load_rl_config(str(Path(__file__).parents[3] / "examples" / "smollm2_terminal.toml"))
     assert cfg.tasks.kind == "terminal-basics" and cfg.policy.hf_sft_steps > 0 and cfg.policy.sft_lr < 1e-3
 
 
 def test_the_tool_use_example_config_reads():
-    cfg = load_rl_config(str(Path(__file__).parents[2] / "examples" / "smollm2_tools.toml"))
+    cfg = load_rl_config(str(Path(__file__).parents[3] / "examples" / "smollm2_tools.toml"))
     assert cfg.tasks.kind == "dir" and cfg.policy.hf_sft_steps > 0 and cfg.agent.harness == "auto"
     assert cfg.agent.max_reply_tokens >= 48          # a call with its JSON arguments fits

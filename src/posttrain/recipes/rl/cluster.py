@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from posttrain.errors import PosttrainError
-from posttrain.recipes.rl_config import RLRunConfig
+from posttrain.recipes.rl.config import RLRunConfig
 from posttrain.rollout.executors.base import LocalExecutor
 from posttrain.train.trainer import PolicyTrainer
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from posttrain.recipes.rl_heldout import single_turn_eval
+from posttrain.recipes.rl.heldout import single_turn_eval
 
 
 class SpreadEnv:

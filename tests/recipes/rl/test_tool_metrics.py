@@ -7,8 +7,8 @@ import pytest
 
 from posttrain.agent.stats import tool_stats
 from posttrain.errors import PosttrainError
-from posttrain.recipes.rl_heldout import heldout_gain
-from posttrain.recipes.tool_watch import ToolUseWatch
+from posttrain.recipes.rl.heldout import heldout_gain
+from posttrain.recipes.rl.tool_watch import ToolUseWatch
 from posttrain.tasks.config import TaskConfig
 from posttrain.tasks.task import Task
 from posttrain.types import Episode, Turn

@@ -9,7 +9,7 @@ import pytest
 from posttrain.errors import ConfigError
 from posttrain.evals.stats import zero_spread_interval
 from posttrain.evals.tdist import t_cdf, t_ppf
-from posttrain.recipes.config import load_config
+from posttrain.recipes.quickstart.config import load_config
 
 
 def _run(tmp_path, *args):

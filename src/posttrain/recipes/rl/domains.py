@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable, Literal, NamedTuple
 
 from posttrain.errors import ConfigError, PosttrainError, TaskError
+from posttrain.recipes.rl.config import DomainConfig
 from posttrain.rollout.envs import capped
-from posttrain.schedule.config import DomainConfig
 from posttrain.schedule.curriculum import CurriculumKnobs
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.schedule.scheduler import DomainTasks, Scheduler
@@ -61,7 +61,7 @@ class Source(NamedTuple):
 def task_sources(cfg) -> list[Source]:
     """The run's domains, each source resolved once: the [[domains]] tables (a directory if one
     exists at `source`, else a suite name), or [tasks] as the one implicit domain, whose
-    tasks.kind says which ("copy" is single-turn prompts, recipes/rl_env.py)."""
+    tasks.kind says which ("copy" is single-turn prompts, recipes/rl/env.py)."""
     if not cfg.domains:
         return [_implicit_domain(cfg.tasks)]
     return [Source(d, _resolve(d)) for d in cfg.domains]

@@ -11,8 +11,8 @@ import torch
 from posttrain.errors import ConfigError
 
 from posttrain.models.tiny import build_tiny_model, build_tokenizer, save_policy
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 
 def _numeric_judge(path):

@@ -9,11 +9,11 @@ import torch
 
 from posttrain.errors import PosttrainError
 from posttrain.models.tiny import build_tiny_model, build_tokenizer
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.recipes.rl_engines import rollout_engine
-from posttrain.rollout.conformance import GatedEngine
-from posttrain.rollout.single_turn import copy_prompts, similarity_reward
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.engines import rollout_engine
+from posttrain.rollout.conformance import GatedEngine, gate_limits
 from posttrain.rollout.envs import SingleTurnEnv
+from posttrain.rollout.single_turn import copy_prompts, similarity_reward
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
              intermediate_size=64, max_position_embeddings=128)
@@ -62,7 +62,7 @@ def test_a_perturbed_embedded_weight_is_caught(tmp_path):
         with torch.no_grad():  # a failed update: the engine's copy drifts from the trainer's
             next(engine.engine.model.parameters()).add_(0.5)
         engine.engine.runner.weights_changed()
-        assert engine.check(model, 1).max_abs > cfg.engines.gate_limits("float32")[0]
+        assert engine.check(model, 1).max_abs > gate_limits(cfg.engines, "float32")[0]
     last = _rows(cfg.run_dir)[-1]
     assert last["over"] and last["why"].startswith("weights")
 
@@ -77,7 +77,7 @@ def test_a_bf16_engine_runs_bf16_under_the_bf16_limits(tmp_path, kind):
         if kind == "embedded":
             assert engine.engine.dtype.name == "bfloat16"
     assert report.max_abs > 0  # bf16 rounding shows against the fp32 trainer ...
-    assert (report.max_abs, report.mean_abs) <= cfg.engines.gate_limits("bfloat16")  # ... within its limits
+    assert (report.max_abs, report.mean_abs) <= gate_limits(cfg.engines, "bfloat16")  # ... within its limits
 
 
 def test_a_bf16_gap_above_set_limits_is_named_as_dtype(tmp_path):
@@ -90,11 +90,12 @@ def test_a_bf16_gap_above_set_limits_is_named_as_dtype(tmp_path):
 
 
 def test_gate_limits_follow_the_engine_dtype_unless_set():
-    from posttrain.engine.fleet.config import GATE_LIMITS, EnginesConfig
+    from posttrain.engine.fleet.config import EnginesConfig
+    from posttrain.rollout.conformance import GATE_LIMITS
 
-    assert EnginesConfig().gate_limits("float32") == GATE_LIMITS["float32"]
-    assert EnginesConfig().gate_limits("bfloat16") == GATE_LIMITS["bfloat16"]
-    assert EnginesConfig(mean_abs_logp=0.2).gate_limits("bfloat16") == (GATE_LIMITS["bfloat16"][0], 0.2)
+    assert gate_limits(EnginesConfig(), "float32") == GATE_LIMITS["float32"]
+    assert gate_limits(EnginesConfig(), "bfloat16") == GATE_LIMITS["bfloat16"]
+    assert gate_limits(EnginesConfig(mean_abs_logp=0.2), "bfloat16") == (GATE_LIMITS["bfloat16"][0], 0.2)
 
 
 @pytest.mark.parametrize("sets, match", [

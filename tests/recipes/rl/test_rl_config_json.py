@@ -1,12 +1,12 @@
 """`posttrain rl`'s RUN/config.json is the configuration that ran: values derived from others
 (optim.compute_dtype under exact logprobs, optim.fused under trainer ranks, the gate's limits)
-are resolved when the config is validated, not rewritten after it (recipes/rl_config.py)."""
+are resolved when the config is validated, not rewritten after it (recipes/rl/config.py)."""
 
 import json
 
-from posttrain.engine.fleet.config import GATE_LIMITS
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import RLRunConfig, load_rl_config
+from posttrain.recipes.rl.config import RLRunConfig, load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.rollout.conformance import GATE_LIMITS
 
 
 def test_config_json_equals_the_config_that_ran_derived_values_included(tmp_path):

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from posttrain.errors import ConfigError
-from posttrain.recipes.rl import run_rl
-from posttrain.recipes.rl_config import load_rl_config
+from posttrain.recipes.rl.run import run_rl
+from posttrain.recipes.rl.config import load_rl_config
 
 
 def _cfg(tmp_path, name: str, *sets: str):
@@ -41,7 +41,7 @@ def test_a_gpu_asked_for_where_there_is_none_stops_before_the_run(tmp_path):
 
 
 def test_the_process_engine_is_refused_for_a_policy_on_a_gpu(monkeypatch):
-    from posttrain.recipes import rl_engines
+    from posttrain.recipes.rl import engines as rl_engines
 
     monkeypatch.setattr(rl_engines, "module_device", lambda model: torch.device("cuda"))  # no CUDA op runs
     with pytest.raises(ConfigError, match='engines.kind = "process" runs its engine on a CPU core'):

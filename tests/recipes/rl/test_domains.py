@@ -7,9 +7,9 @@ import logging
 import pytest
 
 from posttrain.errors import ConfigError
-from posttrain.recipes.domains import make_scheduler, sandbox_tasks
-from posttrain.recipes.rl_config import load_rl_config
-from posttrain.schedule.config import DomainConfig
+from posttrain.recipes.rl.domains import make_scheduler, sandbox_tasks
+from posttrain.recipes.rl.config import load_rl_config
+from posttrain.recipes.rl.config import DomainConfig
 from posttrain.schedule.sampler import TaskSampler
 from posttrain.schedule.scheduler import Scheduler
 

@@ -27,14 +27,14 @@ from posttrain.errors import PosttrainError
 from posttrain.evals.quick import evaluate_pass_at_1
 from posttrain.machine import cpu_info
 from posttrain.recipes.config_io import fresh_run_dir, removed_on_failure
-from posttrain.recipes.domains import make_scheduler
+from posttrain.recipes.rl.domains import make_scheduler
 from posttrain.recipes.progress import Phases
-from posttrain.recipes.rl_cluster import Preempted, Stop, make_executor, make_trainer
-from posttrain.recipes.rl_config import RLRunConfig
-from posttrain.recipes.rl_engines import kernel_plan_of, rollout_engine
-from posttrain.recipes.rl_env import EPISODES, build_env
-from posttrain.recipes.rl_heldout import heldout_gain, single_turn_eval
-from posttrain.recipes.tool_watch import ToolUseWatch
+from posttrain.recipes.rl.cluster import Preempted, Stop, make_executor, make_trainer
+from posttrain.recipes.rl.config import RLRunConfig
+from posttrain.recipes.rl.engines import kernel_plan_of, rollout_engine
+from posttrain.recipes.rl.env import EPISODES, build_env
+from posttrain.recipes.rl.heldout import heldout_gain, single_turn_eval
+from posttrain.recipes.rl.tool_watch import ToolUseWatch
 from posttrain.recipes.summary import RunSummary
 from posttrain.rollout.envs import Environment
 from posttrain.rollout.events import EventLog
