@@ -50,6 +50,8 @@ class Engine(abc.ABC):
     policy_version: int = 0
     # Orders weight updates against its own calls, so callers may generate side by side.
     concurrent: bool = False
+    # generate is thread-safe and concurrent callers' requests share its steps (batch together).
+    shares_steps: bool = False
     # Takes new weights without waiting for a generate call in flight.
     updates_while_generating: bool = False
 

@@ -115,8 +115,8 @@ def diagnose(report: Conformance, model, prompts, comps, temperature: float, eng
 class GatedEngine(LockedEngine):
     """A LockedEngine whose publish is followed by a conformance check every `every` versions."""
 
-    def __init__(self, engine, tokenizer, run_dir: Path, cfg, temperature: float):
-        super().__init__(engine)
+    def __init__(self, engine, tokenizer, run_dir: Path, cfg, temperature: float, side_by_side: bool = False):
+        super().__init__(engine, side_by_side)
         self.cfg, self.temperature = cfg, temperature
         self.prompts = probe_prompts(tokenizer, cfg.probes)
         self.log_path = Path(run_dir) / "conformance.jsonl"

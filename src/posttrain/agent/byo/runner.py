@@ -47,7 +47,7 @@ def run_byo_episodes(jobs: list[tuple[Task, int]], engine: Engine, framer, param
     for task, gid in jobs:   # slot: its place in a GRPO group, so each samples on its own stream
         lives.append(Live(task, Episode(task.id, gid), None, slot=seen[task.id, gid]))
         seen[task.id, gid] += 1
-    engine_lock = nullcontext() if engine.concurrent else threading.Lock()
+    engine_lock = nullcontext() if engine.concurrent or engine.shares_steps else threading.Lock()
     with RolloutEndpoint() as endpoint, ThreadPoolExecutor(cfg.workers) as pool:
         def one(live: Live) -> None:
             _episode(live, endpoint, framer, engine, params, cfg, engine_lock, agent_command,

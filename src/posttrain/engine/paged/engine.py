@@ -51,6 +51,8 @@ class EngineStats:
 
 
 class PagedEngine(Engine):
+    shares_steps = True     # generate: concurrent callers' requests share steps
+
     def __init__(self, model, tokenizer=None, device: str | torch.device | None = None,
                  config: EngineConfig | None = None, draft_model=None):
         """device: where the model, KV cache and block tensors live (resolved once by the caller,

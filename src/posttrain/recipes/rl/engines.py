@@ -43,8 +43,10 @@ def kernel_plan_of(cfg, model) -> dict | None:
 
 
 def _gated(cfg, engine, tok, model) -> GatedEngine:
-    """The engine behind the conformance gate, checked against the trainer before the run."""
-    gated = GatedEngine(engine, tok, cfg.run_dir, cfg.engines, cfg.rollout.temperature)
+    """The engine behind the conformance gate, checked against the trainer before the run; side
+    by side for an agent program, whose episodes send one prompt per request."""
+    gated = GatedEngine(engine, tok, cfg.run_dir, cfg.engines, cfg.rollout.temperature,
+                        side_by_side=cfg.agent.program is not None)
     gated.start(model)
     return gated
 
