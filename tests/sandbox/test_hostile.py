@@ -2,7 +2,7 @@
 leave the host unchanged, be reclaimed by close(), and leave the caller working. The tally
 of attacks tried and contained is printed at the end of the run (conftest.py). The docker
 runs are slow-marked and need an engine (the `docker_engine` fixture says why they skip);
-attacks docker's defaults do not contain are xfailed with the reason (docs/sandbox.md)."""
+attacks docker's defaults do not contain are xfailed with the reason (docs/sandbox-docker.md)."""
 
 import os
 import socket
@@ -228,7 +228,7 @@ def test_kernel_surface_blocked(hostile):
     got = [line.split()[1:] for line in r.stdout.splitlines()]
     assert got[:4] == [["-1", "1"]] * 4
     if hostile.backend == "docker" and got[4] != ["-1", "1"]:
-        pytest.xfail("Docker 20.10's default seccomp profile allows io_uring (docs/sandbox.md)")
+        pytest.xfail("Docker 20.10's default seccomp profile allows io_uring (docs/sandbox-docker.md)")
     assert got[4] == ["-1", "1"]
 
 

@@ -1,7 +1,7 @@
 """The docker backend on Podman (POSTTRAIN_CONTAINER_CLI=podman, Debian's podman 4.3):
 builds cached by content, the same isolation flags, limits that kill, timeouts that kill
 every process but leave the container, and nothing left after close. What Podman's defaults
-do not contain (the hostile suite under Podman) is listed in docs/sandbox.md. Slow."""
+do not contain (the hostile suite under Podman) is listed in docs/sandbox-docker.md. Slow."""
 
 import os
 import shutil

@@ -10,7 +10,7 @@ spec.mount_points are staged copies bound read-only; other mounts (or spec.warm=
 a one-off bwrap of their own that shares the files but not the processes or the loopback
 network of the runner (oneshot.py). The verifier runs in a one-off bwrap on its own copy of
 the files, inside the runner's network namespace (verifier.py).
-What this covers and what it does not: docs/sandbox.md.
+What this covers and what it does not: docs/sandbox-threats.md.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class MainRequest:
 
 def _refuse(service: str, what: str) -> SandboxError:
     return SandboxError(f"docker-compose.yaml: service {service!r}: {what} is not allowed in "
-                        "a sandboxed task (docs/sandbox.md, Compose)")
+                        "a sandboxed task (docs/sandbox-docker.md, Compose)")
 
 
 def check_service(name: str, svc: dict, env_dir: Path) -> None:
@@ -134,7 +134,7 @@ def project(config: dict, env_dir: Path, limits: Limits) -> tuple[dict, MainRequ
         for name, spec in (config.get(kind) or {}).items():
             if (spec or {}).get("external"):
                 raise SandboxError(f"docker-compose.yaml: external {kind[:-1]} {name!r} is not "
-                                   "allowed in a sandboxed task (docs/sandbox.md, Compose)")
+                                   "allowed in a sandboxed task (docs/sandbox-docker.md, Compose)")
     request = main_request(services.get(MAIN) or {})
     sidecars = {name: sidecar(svc or {}, limits) for name, svc in services.items()
                 if name != MAIN}

@@ -1,9 +1,10 @@
 """The `docker run` flags that isolate a sandbox's container, as strict as bwrap where the
-engine allows (docs/sandbox.md, threat model): no network unless the spec says public (or the
-compose project's internal network); the engine's default seccomp profile; every capability
-dropped; no new privileges; a read-only root filesystem unless a root user asks for it, which
-gets the few capabilities package managers need; memory (swap included), pids and CPU limits;
-/app, /tmp and /logs bound from the sandbox's host dir, the staged mount points read-only."""
+engine allows (docs/sandbox-threats.md; what docker leaves open: docs/sandbox-docker.md): no
+network unless the spec says public (or the compose project's internal network); the engine's
+default seccomp profile; every capability dropped; no new privileges; a read-only root filesystem
+unless a root user asks for it, which gets the few capabilities package managers need; memory
+(swap included), pids and CPU limits; /app, /tmp and /logs bound from the sandbox's host dir, the
+staged mount points read-only."""
 
 from __future__ import annotations
 

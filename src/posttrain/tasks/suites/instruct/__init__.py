@@ -1,1 +1,1 @@
-"""The instruct suite: single-turn replies under verifiable constraints (docs/domains.md)."""
+"""The instruct suite: single-turn replies under verifiable constraints (docs/domains-instruct.md)."""
