@@ -2,7 +2,8 @@
 
 With the engine in a child process, the trainer (this process) and the engine (the child)
 each keep one core busy. Left to the scheduler they migrate between cores and evict each
-other's caches; pinned, a 2-core RL step of the benchmark took ~17.5 ms instead of ~20 ms.
+other's caches; pinned, a 2-core RL step of the benchmark is faster (docs/rl.md, "Two loops
+around a buffer").
 Threads that the calling thread starts inside the block inherit its mask (so do their
 subprocesses): they share the trainer's cores, never the engine's.
 """

@@ -3,9 +3,10 @@
 row_hash = sha256(prev_hash || canonical JSON of the row's fields). `append` only puts the row
 on a deque; a background thread wakes every 20 ms and writes what has gathered in one
 transaction, so the request path never waits on the disk nor wakes a thread per call (a
-queue.put per request cost ~0.3 ms of GIL hand-offs at 300 req/s). `close()` drains it, so a
-clean shutdown loses nothing. One gateway process writes a log: it holds an flock on LOG.lock,
-and a second gateway on the same log is refused (two writers would fork the chain).
+queue.put per request costs a GIL hand-off each; docs/gateway.md, "The hot path"). `close()`
+drains it, so a clean shutdown loses nothing. One gateway process writes a log: it holds an
+flock on LOG.lock, and a second gateway on the same log is refused (two writers would fork the
+chain).
 """
 
 from __future__ import annotations

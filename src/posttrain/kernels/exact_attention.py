@@ -10,8 +10,8 @@ value, and then one float32 ulp). The engine does the same with `EngineConfig(ba
 True)` (engine/paged/attention.py, dtype=float64), so an engine's logprobs equal, bit for bit in the
 tests, those of a trainer whose model went through `use_exact_attention`.
 
-Cost, measured on SmolLM2-135M (BENCHMARKS.md, issue 21): +10-13% on a trainer forward and
-backward at 4 x 256 tokens, +23% at 1 x 1024; hence a transform the caller opts into, not a default.
+It costs trainer time, more at long sequences (docs/engine-kernels.md, Limits; the runs:
+bench/history/engine.md); hence a transform the caller opts into, not a default.
 """
 
 from __future__ import annotations

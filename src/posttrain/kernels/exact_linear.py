@@ -4,10 +4,10 @@ batch-invariant linears.
 MKL's packed sgemm, on calls padded as the engine pads them (kernels/packed.py: at least PACK_HINT
 rows, a multiple of `row_quantum()`: 1 on Intel's AVX-512 code, 4 on MKL's AVX2 code), gives a row
 the same bits whatever the row count and thread count; plain F.linear does not once torch runs
-more than one thread on Intel (measured on SmolLM2's down_proj at 2 threads: 57-192 rows differ
-from the packed bits), nor below 16 rows. The forward packs the weight (one reorder, as the engine
-does when its weights change) and runs the engine's kernel; the backward is the ordinary matmul
-pair, whose rounding reaches no logprob.
+more than one thread on Intel (SmolLM2's down_proj at 2 threads: some row counts differ from
+the packed bits; docs/engine-kernels.md, "Batch-invariant logprobs"), nor below 16 rows. The
+forward packs the weight (one reorder, as the engine does when its weights change) and runs the
+engine's kernel; the backward is the ordinary matmul pair, whose rounding reaches no logprob.
 """
 
 from __future__ import annotations

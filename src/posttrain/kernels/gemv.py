@@ -99,8 +99,8 @@ def pack_into(out: torch.Tensor, weight: torch.Tensor, widened: bool = False) ->
 class HugeArena:
     """Packed weights on transparent huge pages: freshly mapped 2 MB-aligned chunks (csrc
     huge_bytes), handed out in order, 64-byte aligned. A decode step streams every packed weight,
-    and on 4 KB pages each 4 KB of it costs a TLB walk (BENCHMARKS.md, issue 34: the passes with
-    and without). A chunk is unmapped when no tensor cut from it is left: linears keep theirs for
+    and on 4 KB pages each 4 KB of it costs a TLB walk (docs/engine-kernels.md, "Decode GEMVs").
+    A chunk is unmapped when no tensor cut from it is left: linears keep theirs for
     life and repack into them."""
 
     CHUNK = 64 << 20

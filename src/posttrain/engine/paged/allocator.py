@@ -3,8 +3,8 @@
 A decode step at batch 128 allocates and frees several [B, vocab] float32 tensors (25 MB each
 on SmolLM2). glibc returns a freed block at the top of the heap to the OS once it exceeds its
 trim threshold, so the next step's tensor comes back as fresh pages, and the kernel zeroes
-each 4 KB page on first touch: ~17 ms of a 190 ms bf16 step went to page faults
-(bench/history/engine.md, issue 21). Raising the trim threshold and pinning the mmap threshold
+each 4 KB page on first touch: a sizeable share of a bf16 step went to page faults
+(docs/engine.md, "Sampling and memory"). Raising the trim threshold and pinning the mmap threshold
 at glibc's maximum (32 MB; larger blocks are still mapped and unmapped) keeps those pages;
 memory freed stays reusable by the process, as with jemalloc or tcmalloc. Other C libraries
 are left alone.

@@ -11,7 +11,7 @@ import torch
 @dataclass
 class EngineConfig:
     # tokens per KV block; None: 32 for bf16 on a CPU with AMX (vLLM-CPU's AMX attention tiles take
-    # 32-slot blocks: decode +10-21%, prefill +16-60% on SmolLM2, BENCHMARKS "Engine"), else 16
+    # 32-slot blocks, faster in decode and prefill: BENCHMARKS.md "Engine"), else 16
     # (small blocks waste little)
     block_size: int | None = None
     num_blocks: int | None = None  # None: enough for max_num_seqs full contexts, capped by kv_memory_mb

@@ -52,8 +52,8 @@ def default_num_blocks(runner, config, max_model_len: int) -> int:
 
 
 def _take_blocks(blocks: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
-    """blocks[tables] through index_select (one contiguous copy per block; 1.5-3.5x faster on
-    CPU than advanced indexing): [NBLK, bs, ...] x [B, NB] -> [B, NB, bs, ...]."""
+    """blocks[tables] through index_select (one contiguous copy per block; faster on CPU than
+    advanced indexing): [NBLK, bs, ...] x [B, NB] -> [B, NB, bs, ...]."""
     return blocks.index_select(0, tables.flatten()).view(*tables.shape, *blocks.shape[1:])
 
 

@@ -69,7 +69,7 @@ def _system_binds(etc: Path) -> list[str]:
 
 def shared_etc(state: Path) -> Path:
     """One copy of the allowed /etc entries plus our passwd/group, shared by all sandboxes
-    of this host user and bound as a whole (one bind instead of thirty: ~5 ms per start).
+    of this host user and bound as a whole (one bind instead of thirty, on every start).
     A new copy is made each hour (so /etc changes reach new sandboxes); old copies are
     never removed under a starting sandbox: the reaper deletes them hours later."""
     etc = state / f"etc-{os.getuid()}-{int(time.time() // ETC_MAX_AGE_S)}"

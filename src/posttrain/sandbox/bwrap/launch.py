@@ -3,10 +3,9 @@
 bwrap reports its namespace init's pid on --info-fd, reads the seccomp program from
 --seccomp, and with --block-fd waits (after setting up its mounts, before forking the
 command) until we have moved it and its init into the sandbox's cgroups. The first
-migration after a quiet spell waits for an RCU grace period (5-12 ms on this loaded
-2-core host, cgroup v1); doing it while bwrap builds its namespaces hides most of that
-(measured against a shell that waits to be moved before it execs bwrap: 40 vs 44 ms
-p50 cold start), and nothing inside can fork outside the quotas.
+migration after a quiet spell waits for an RCU grace period; doing it while bwrap builds
+its namespaces hides most of that wait from the cold start (docs/sandbox.md, Measured), and
+nothing inside can fork outside the quotas.
 """
 
 from __future__ import annotations
@@ -89,7 +88,7 @@ class Launcher:
 
     def _as_uid(self, argv: list[str], popen: dict) -> list[str]:
         """Run as self.uid: through setpriv when the host has it (Popen can then vfork,
-        a few ms less per start from a large Python process), else Popen(user=...)."""
+        which starts faster from a large Python process), else Popen(user=...)."""
         if SETPRIV:
             return [SETPRIV, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
                     *argv]

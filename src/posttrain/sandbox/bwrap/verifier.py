@@ -37,7 +37,7 @@ def run(sb, command: str, timeout_s: float, env: dict[str, str], tests: Path) ->
     """Sandbox.run_verifier for a BwrapSandbox (sandbox.py)."""
     sb.stop_all_but_servers()
     if not _survivors(sb):      # nothing the agent started runs: the warm runner is safe, and
-        drop(sb.root)           # 30-40 ms a run cheaper than a bwrap and a copy of the files
+        drop(sb.root)           # it saves a bwrap and a copy of the files (docs/sandbox.md)
         return Sandbox.run_verifier(sb, command, timeout_s, env, tests)
     netns = _runner_netns(sb)
     if netns == -1:
