@@ -113,9 +113,14 @@ def trivial(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     """`exit 0` and creating the expected files empty must not be rewarded."""
     rewards = {name: attempt(task, cfg, script=make(task)).reward
                for name, make in agents.TRIVIAL.items()}
+    return trivial_verdict(rewards, cfg, "agents")
+
+
+def trivial_verdict(rewards: dict[str, float], cfg: ValidateConfig, what: str) -> Check:
+    """The `trivial` check from each trivial agent's (or reply's) reward: none may be solved."""
     won = [n for n, r in rewards.items() if cfg.solved(r)]
     if won:
-        return Check("trivial", False, "hackable", f"trivial agents rewarded: {', '.join(won)}",
+        return Check("trivial", False, "hackable", f"trivial {what} rewarded: {', '.join(won)}",
                      {"rewards": rewards})
     return Check("trivial", True, evidence={"rewards": rewards})
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from posttrain.tasks import Task
 from posttrain.tasks.suites import probes_for, probes_module, score_reply
-from posttrain.validate.checks import determinism  # it reads only oracle's and nop's repeat rewards
+from posttrain.validate.checks import determinism, trivial_verdict  # determinism: repeat rewards only
 from posttrain.validate.config import ValidateConfig
 from posttrain.validate.record import Check
 
@@ -50,11 +50,7 @@ def nop(task: Task, cfg: ValidateConfig, done: Done) -> Check:
 def trivial(task: Task, cfg: ValidateConfig, done: Done) -> Check:
     domain = getattr(probes_module(task.domain), "TRIVIAL", {})
     rewards = {name: _reward(task, make(task)) for name, make in (TRIVIAL | domain).items()}
-    won = [n for n, r in rewards.items() if cfg.solved(r)]
-    if won:
-        return Check("trivial", False, "hackable", f"trivial replies rewarded: {', '.join(won)}",
-                     {"rewards": rewards})
-    return Check("trivial", True, evidence={"rewards": rewards})
+    return trivial_verdict(rewards, cfg, "replies")
 
 
 def hacks(task: Task, cfg: ValidateConfig, done: Done) -> Check:
