@@ -5,10 +5,9 @@ its activations' memory) changes its gradient by float rounding only."""
 import copy
 
 import torch
+from test_prompt_sharing import _groups, _model
 
 from posttrain.train.trainer import OptimConfig, PolicyTrainer
-
-from test_prompt_sharing import _groups, _model
 
 
 def _gradient(micro_batch: int) -> torch.Tensor:
