@@ -68,6 +68,7 @@ class Pipeline(RolloutLoop):
         self.hedge = StragglerHedge(cfg.hedge_after, cfg.overprovision)
         self.tokens = Counter()    # generated, and discarded as filtered or stale
         self.over_issued = 0       # groups issued beyond the staleness bound's room
+        self.last_batch: list[Group] = []  # the groups of the latest step (on_step reads them)
 
     # ---- the training loop -------------------------------------------------------------
 
@@ -142,6 +143,7 @@ class Pipeline(RolloutLoop):
 
     def train_on(self, groups: list[Group]) -> dict:
         """One optimizer step on the groups, then publish version + 1 to the engine."""
+        self.last_batch = groups
         episodes = [e for g in groups for e in g.trainable]
         stats = episode_stats([e for g in groups for e in g.episodes]) | domain_stats(groups)
         stats |= staleness_stats(episodes, self.version, self.train_bound)

@@ -3,7 +3,8 @@
 Everything runs in one process: the terminal-basics suite is generated, the oracle turns
 are played through the real sandbox to make demonstrations, a tokenizer and a tiny Llama are
 built in-process, then trained and sampled on the device chosen once (`device`: a GPU where
-torch sees one, else the CPU; docs/gpu.md). The run directory
+torch sees one, else the CPU; docs/gpu.md). GRPO runs on `posttrain rl`'s pipeline
+(rollout/pipeline.py), synchronous. The run directory
 gets the config, metrics (JSONL + TensorBoard), samples, an HF checkpoint,
 summary.json and report.html.
 """
@@ -18,7 +19,6 @@ import torch
 
 from posttrain.agent.chat import SYSTEM_PROMPT, ChatFramer
 from posttrain.agent.demos import demo_episode, play_oracles, transcript_texts
-from posttrain.agent.loop import run_episodes
 from posttrain.devices import device_record, resolve_device
 from posttrain.engine.base import SamplingParams
 from posttrain.engine.paged.local import LocalEngine
@@ -33,13 +33,16 @@ from posttrain.recipes.quickstart.config import QuickstartConfig
 from posttrain.recipes.quickstart.samples import write_samples
 from posttrain.recipes.report import write_report
 from posttrain.recipes.summary import RunSummary
+from posttrain.rollout.config import RolloutConfig
+from posttrain.rollout.envs import SandboxEnv
+from posttrain.rollout.pipeline import Pipeline
+from posttrain.rollout.weights import LockedEngine
 from posttrain.sandbox.reaper import reap
+from posttrain.schedule.sampler import TaskSampler
 from posttrain.tasks.suites import terminal_basics
 from posttrain.train.advantages import group_stats
 from posttrain.train.metrics import MetricsLog
 from posttrain.train.trainer import PolicyTrainer
-
-NOT_MODEL_FAILURES = ("infra_error", "verifier_error", "verifier_timeout")
 
 
 def _prepare_run_dir(cfg: QuickstartConfig, overwrite: bool) -> Path:
@@ -79,39 +82,32 @@ def _sft(cfg, trainer, demos, log, phases) -> None:
 
 
 def _rl(cfg, trainer, engine, framer, rl_tasks, log, run_dir, phases) -> list[dict]:
-    rng = random.Random(cfg.seed + 7)
+    """GRPO through `posttrain rl`'s pipeline, synchronous (staleness 0): each step collects
+    one wave of groups on the current weights, trains on them and publishes the next version."""
+    if cfg.rl.steps == 0:
+        return []
+    c = cfg.rl
+    env = SandboxEnv(rl_tasks, framer, cfg.agent, c.group_size, c.algo.temperature)
+    # Every group is trained, with or without reward variance (Dr.GRPO gives a flat group no
+    # gradient): the step's batch is exactly its tasks_per_step groups.
+    rollout = RolloutConfig(steps=c.steps, groups_per_step=c.tasks_per_step, group_size=c.group_size,
+                            max_staleness=0, overprovision=0, filter_zero_variance=False,
+                            temperature=c.algo.temperature)
+    pipeline = Pipeline(env, LockedEngine(engine), trainer, TaskSampler(env.task_ids, cfg.seed + 7),
+                        rollout, c.algo)
     history = []
-    params = SamplingParams(temperature=cfg.rl.algo.temperature)
-    for step in range(cfg.rl.steps):
-        t0 = time.perf_counter()
-        tasks = rng.sample(rl_tasks, min(cfg.rl.tasks_per_step, len(rl_tasks)))
-        jobs = [(t, g) for g, t in enumerate(tasks) for _ in range(cfg.rl.group_size)]
-        params.seed = cfg.seed * 100_003 + step
-        episodes = run_episodes(jobs, engine, framer, params, cfg.agent)
-        rollout_s = time.perf_counter() - t0
-        # Infra and verifier failures say nothing about the policy: never train on them.
-        trainable = [e for e in episodes if e.status not in NOT_MODEL_FAILURES]
-        stats = trainer.rl_step(trainable, cfg.rl.algo) if trainable else {}
-        # The engine shares the model: this self-copy is cheap and flushes cached prefix KV,
-        # which was computed with the old weights.
-        engine.update_weights(trainer.model.state_dict(), version=step + 1)
-        stats |= _episode_stats(episodes) | group_stats(episodes)
-        stats |= {"rollout_s": rollout_s, "step_wall_s": time.perf_counter() - t0}
+
+    def on_step(step: int, stats: dict) -> None:
+        episodes = [e for g in pipeline.last_batch for e in g.episodes]
+        stats |= group_stats(episodes)
         log.log("rl", step, stats)
         history.append({"step": step, **stats})
         write_samples(run_dir / "samples" / f"rl-step-{step:04d}.txt", episodes,
-                      framer.tokenizer, cfg.rl.samples_per_step)
+                      framer.tokenizer, c.samples_per_step)
         phases.advance("rl", reward=stats["reward_mean"])
+
+    pipeline.run(on_step)
     return history
-
-
-def _episode_stats(episodes) -> dict:
-    rewards = torch.tensor([e.reward for e in episodes])
-    return {"infra_errors": float(sum(e.status in NOT_MODEL_FAILURES for e in episodes)),
-            "reward_mean": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item(),
-            "pass_rate": (rewards >= 1).float().mean().item(),
-            "tokens_out_mean": sum(e.tokens_out for e in episodes) / len(episodes),
-            "turns_mean": sum(len(e.turns) for e in episodes) / len(episodes)}
 
 
 def _evaluate(cfg, engine, framer, tasks, phases, label: str, run_dir: Path) -> dict:
