@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from posttrain.tasks.suites.tool_use.check import event_item, kv_item, stock_item
-from posttrain.tasks.suites.tool_use.program import evaluate, format_number
+from posttrain.tasks.suites.tool_use.program_base import evaluate, format_number
 
 WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gamma", "harbor", "indigo",
          "jasper", "kestrel", "lemon", "mango", "nectar", "onyx", "pearl", "quartz", "river",

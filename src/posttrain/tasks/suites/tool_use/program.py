@@ -1,101 +1,34 @@
 """The tool program of the `tool-use` suite, shipped into each task as /app/.tools/run.py
-(stdlib only): `python3 /app/.tools/run.py NAME` with the call's arguments as a JSON object in
-TOOL_ARGS. All state is one JSON file, /app/.state/state.json; /app/.tools/config.json names
+after program_base.py (suite.py `shipped_program`; stdlib only): `python3 /app/.tools/run.py
+NAME` with the call's arguments as a JSON object in TOOL_ARGS. All state is one JSON file, /app/.state/state.json; /app/.tools/config.json names
 the tools the task declares and the filler its list outputs end with. Arguments are checked
 here too (names by pattern, numbers by range, text by length), nothing is evaluated (the
 calculator walks an ast of + - * / // % and parentheses), and every failure is one line
 `error: ...` with a non-zero exit, never a traceback.
 """
 
-import ast
 import json
-import math
-import operator
 import os
-import re
 import sys
+
+# Inside a task this import is cut out: run.py is program_base.py followed by this file.
+from posttrain.tasks.suites.tool_use.program_base import (
+    DAYS,
+    MAX_ARGS,
+    MAX_ENTRIES,
+    MAX_STOCK,
+    MAX_TEXT,
+    PATH_RE,
+    ToolError,
+    evaluate,
+    format_number,
+    int_arg,
+    name_arg,
+    text_arg,
+)
 
 STATE = "/app/.state/state.json"
 CONFIG = "/app/.tools/config.json"
-MAX_ARGS = 4000          # characters of TOOL_ARGS
-MAX_TEXT = 1000          # characters of one value, line or file
-MAX_ENTRIES = 200        # keys, files, events
-MAX_STOCK = 1_000_000
-DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday")
-NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-PATH_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}(/[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}){0,3}")
-OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-       ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-
-
-class ToolError(Exception):
-    """A refused call: shown to the agent as `error: <message>`."""
-
-
-# arguments
-
-def name_arg(args, key, pattern=NAME_RE, optional=False):
-    v = args.get(key)
-    if v is None and optional:
-        return ""
-    if not isinstance(v, str) or not pattern.fullmatch(v) or ".." in v:
-        raise ToolError(f"argument '{key}' must be a plain name (letters, digits, _ . -)"
-                        if pattern is NAME_RE else f"argument '{key}' must be a relative path "
-                        "like notes/a.txt (no '..', no leading '/')")
-    return v
-
-
-def text_arg(args, key):
-    v = args.get(key)
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        v = format_number(v)
-    if not isinstance(v, str) or len(v) > MAX_TEXT or "\0" in v:
-        raise ToolError(f"argument '{key}' must be a string of at most {MAX_TEXT} characters")
-    return v
-
-
-def int_arg(args, key, lo, hi):
-    v = args.get(key)
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise ToolError(f"argument '{key}' must be a whole number from {lo} to {hi}")
-    return v
-
-
-# calculator
-
-def format_number(v):
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    return str(v) if isinstance(v, int) else repr(round(v, 6))
-
-
-def evaluate(text):
-    if not isinstance(text, str) or not text.strip() or len(text) > 200:
-        raise ToolError("argument 'expression' must be 1 to 200 characters")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError):
-        raise ToolError("cannot parse the expression; use numbers, + - * / // % and parentheses")
-    return _eval(tree.body)
-
-
-def _eval(node):
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        v = node.value
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _eval(node.operand) * (-1 if isinstance(node.op, ast.USub) else 1)
-    elif isinstance(node, ast.BinOp) and type(node.op) in OPS:
-        a, b = _eval(node.left), _eval(node.right)
-        if b == 0 and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
-            raise ToolError("division by zero")
-        v = OPS[type(node.op)](a, b)
-    else:
-        raise ToolError("only numbers, + - * / // % and parentheses are allowed")
-    if abs(v) > 1e15 or not math.isfinite(v):
-        raise ToolError("number too large")
-    return v
 
 
 # the tools: each takes (state, args, pad) and returns (output, changed)

@@ -7,7 +7,7 @@ from posttrain.tasks.suites.tool_use.check import event_item
 from posttrain.tasks.suites.tool_use.families import (ITEMS, TITLES, VALUES, WAREHOUSES, WORDS,
                                                       Combo, Draft, _and, _names,
                                                       _sentence)
-from posttrain.tasks.suites.tool_use.program import DAYS
+from posttrain.tasks.suites.tool_use.program_base import DAYS
 
 
 # files: append, merge (train); find (held out)

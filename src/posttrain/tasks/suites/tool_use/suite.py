@@ -11,7 +11,9 @@ families' held-out combos, "heldout" both, any other split name (train) the rest
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
 import json
 import random
 import shlex
@@ -19,7 +21,14 @@ from pathlib import Path
 
 from posttrain.errors import PosttrainError
 from posttrain.tasks.config import TaskConfig
-from posttrain.tasks.suites.tool_use import check, families, program, records, tools
+from posttrain.tasks.suites.tool_use import (
+    check,
+    families,
+    program,
+    program_base,
+    records,
+    tools,
+)
 from posttrain.tasks.task import Task, write_task
 
 SUITE = "tool-use"
@@ -130,6 +139,17 @@ def calls_script(steps: list[dict]) -> str:
                    f"{shlex.quote(s['name'])}\n" for s in steps)
 
 
+@functools.cache
+def shipped_program() -> str:
+    """/app/.tools/run.py: program_base.py, then program.py without its import of it."""
+    text = Path(program.__file__).read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(text).body
+                if isinstance(n, ast.ImportFrom) and n.module == program_base.__name__)
+    lines = text.splitlines(keepends=True)
+    rest = "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])
+    return Path(program_base.__file__).read_text(encoding="utf-8") + "\n\n" + rest
+
+
 def make_task(task_id: str, family: str, combo: str, draft: families.Draft, declared: list[str],
               pad: str) -> Task:
     _, conditions = goal(draft)
@@ -144,7 +164,7 @@ def make_task(task_id: str, family: str, combo: str, draft: families.Draft, decl
     files = {
         "tools.json": json.dumps(tools.declare(declared), indent=1) + "\n",
         "environment/Dockerfile": DOCKERFILE,
-        "environment/app/.tools/run.py": Path(program.__file__).read_text(encoding="utf-8"),
+        "environment/app/.tools/run.py": shipped_program(),
         "environment/app/.tools/config.json": json.dumps({"tools": declared, "pad": pad}) + "\n",
         "environment/app/.state/state.json": json.dumps(draft.state, indent=1) + "\n",
         "solution/steps.json": json.dumps(draft.steps, indent=1) + "\n",

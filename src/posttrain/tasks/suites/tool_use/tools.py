@@ -3,7 +3,7 @@ The program that runs them is program.py; the harness adds `submit` itself."""
 
 from __future__ import annotations
 
-from posttrain.tasks.suites.tool_use.program import DAYS
+from posttrain.tasks.suites.tool_use.program_base import DAYS
 
 COMMAND = "python3 /app/.tools/run.py"
 
