@@ -4,3 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 .venv/bin/python -m pip install -q -c constraints.txt -e '.[cad,instruct]'
+# The experiment trackers' extras (W&B, MLflow, trackio) for tests/train/tracking.
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[tracking]'

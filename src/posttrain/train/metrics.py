@@ -14,9 +14,13 @@ import socket
 import struct
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
+
+if TYPE_CHECKING:
+    from posttrain.train.tracking.fanout import Trackers
 
 try:
     from google_crc32c import value as _crc32c
@@ -62,18 +66,24 @@ class EventFile:
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path):
+    """RUN/metrics.jsonl (every value of a row) and TensorBoard events (its scalars); `trackers`,
+    if given (train/tracking/fanout.py), get the scalars of each row too."""
+
+    def __init__(self, run_dir: Path, trackers: Trackers | None = None):
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a", encoding="utf-8")
         self._tb = EventFile(Path(run_dir) / "tensorboard")
+        self._trackers = trackers
 
     def log(self, phase: str, step: int, values: dict[str, float]) -> None:
         self._file.write(json.dumps({"phase": phase, "step": step, **values}) + "\n")
         self._file.flush()
+        scalars = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
         # One event per step holding every scalar (an event per scalar costs many times more).
-        self._tb.add_scalars(step, {f"{phase}/{k}": float(v) for k, v in values.items()
-                                    if isinstance(v, (int, float))})
+        self._tb.add_scalars(step, {f"{phase}/{k}": v for k, v in scalars.items()})
+        if self._trackers is not None:
+            self._trackers.log(phase, step, scalars)
 
     def close(self) -> None:
         self._file.close()

@@ -21,6 +21,7 @@ from posttrain.rollout.judge import JudgeConfig
 from posttrain.schedule.config import ScheduleConfig
 from posttrain.train.config import OptimConfig, RLConfig
 from posttrain.train.precision import ComputeDtype
+from posttrain.train.tracking.config import TrackingConfig
 
 
 class RopeScalingConfig(StrictModel):
@@ -108,6 +109,7 @@ class RLRunConfig(StrictModel):
     engines: EnginesConfig = EnginesConfig()  # engines.kind: recipes/rl/engines.py
     cluster: ClusterConfig = ClusterConfig()
     judge: JudgeConfig | None = None       # [judge]: the model of tasks.reward = "judge" (rollout/judge.py)
+    tracking: TrackingConfig = TrackingConfig()  # [tracking]: W&B, MLflow, trackio (train/tracking/)
 
     @property
     def run_dir(self) -> Path:

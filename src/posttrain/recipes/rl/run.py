@@ -48,6 +48,7 @@ from posttrain.train.checkpoint import (
     save_checkpoint,
 )
 from posttrain.train.metrics import MetricsLog
+from posttrain.train.tracking.fanout import Trackers
 from posttrain.train.trainer import PolicyTrainer
 
 
@@ -133,15 +134,17 @@ def _run_rl_once(cfg: RLRunConfig, resume: bool, overwrite: bool, console) -> di
     t_start = time.perf_counter()
     run_dir = _prepare_run_dir(cfg, resume, overwrite)
     ckpt = latest_checkpoint(run_dir) if resume else None
-    with removed_on_failure(run_dir, keep=lambda: resume or latest_checkpoint(run_dir) is not None):
-        summary = _train(cfg, run_dir, ckpt, console)
-    if not summary.get("preempted"):   # the run is over: no episode is left to resume
-        shutil.rmtree(run_dir / EPISODES, ignore_errors=True)
-    summary["wall_s"] = round(time.perf_counter() - t_start, 1)
-    summary["cpu"] = cpu_info()
-    if (final := latest_checkpoint(run_dir)) is not None and not summary.get("preempted"):
-        summary["policy"] = str(final / "model")  # the final policy, an HF checkpoint directory
-    RunSummary.of(summary).write(run_dir)
+    with removed_on_failure(run_dir, keep=lambda: resume or latest_checkpoint(run_dir) is not None), \
+            Trackers(cfg.tracking, run_dir, cfg.model_dump(mode="json"), cfg.name) as trackers:
+        summary = _train(cfg, run_dir, ckpt, console, trackers)
+        if not summary.get("preempted"):   # the run is over: no episode is left to resume
+            shutil.rmtree(run_dir / EPISODES, ignore_errors=True)
+        summary["wall_s"] = round(time.perf_counter() - t_start, 1)
+        summary["cpu"] = cpu_info()
+        if (final := latest_checkpoint(run_dir)) is not None and not summary.get("preempted"):
+            summary["policy"] = str(final / "model")  # the final policy, an HF checkpoint directory
+        RunSummary.of(summary).write(run_dir)
+        trackers.finish(summary)
     if "paired_diff" in summary:
         from posttrain.recipes.report import write_rl_report  # matplotlib: only where a report is drawn
 
@@ -166,7 +169,7 @@ def _warn(console):
         if console is not None else (lambda text: None)
 
 
-def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
+def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console, trackers: Trackers) -> dict:
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
@@ -197,7 +200,7 @@ def _train(cfg: RLRunConfig, run_dir: Path, ckpt: Path | None, console) -> dict:
         else:
             extra = {"eval_before": _evaluate(held_env, engine, cfg, phases, "eval_before"), "metrics_lines": 0,
                      "skipped_steps": 0}
-        log = MetricsLog(run_dir)
+        log = MetricsLog(run_dir, trackers)
 
         watch = ToolUseWatch(env)
 
