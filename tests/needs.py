@@ -31,6 +31,7 @@ def _vllm_kernels() -> bool:
 # NAME -> (whether this machine has it, how to get it)
 NEEDS = {
     "instruct": (_modules("if_verifiable"), "pip install -c constraints.txt -e '.[instruct]'"),
+    "reasoning-gym": (_modules("reasoning_gym"), "pip install -c constraints.txt -e '.[reasoning-gym]'"),
     "cad": (_modules("manifold3d", "trimesh"), "pip install -c constraints.txt -e '.[cad]'"),
     "ray": (_modules("ray"), "pip install -c constraints.txt -e '.[ray]'"),
     "wandb": (_modules("wandb"), "pip install -c constraints.txt -e '.[wandb]'"),

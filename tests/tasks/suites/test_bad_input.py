@@ -22,6 +22,7 @@ OUT_OF_RANGE = {          # per suite: a knob value its Knobs (or its own check)
     "terminal-tools": "families=ftp",
     "code": "max_mutations=9",
     "instruct": "max_constraints=4",
+    "reasoning-gym": "dataset=nope",
 }
 
 

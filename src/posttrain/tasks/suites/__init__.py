@@ -8,7 +8,8 @@ writes them all or nothing: into a temporary folder inside OUT first, moved into
 when every task was built.
 
 A single-turn suite (its tasks answered by one reply, metadata.kind = "single-turn") names a
-scorer module: `score_reply(metadata, reply) -> (reward, details)`, run on the host.
+scorer module: `score_reply(metadata, reply) -> (reward, details)`, run on the host. A task's
+domain is its suite's name, or the name and a part of its own (`reasoning-gym/chain_sum`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Suite(NamedTuple):
     scorer: str | None = None  # single-turn suites: a module with score_reply(metadata, reply)
 
 
-SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
+SUITES = {  # name (= a task's metadata.domain, or its part before "/") -> its row; one line per suite
     "terminal-basics": Suite("posttrain.tasks.suites.terminal_basics"),
     "finance": Suite("posttrain.tasks.suites.finance.suite", "posttrain.tasks.suites.finance.probes"),
     "longctx": Suite("posttrain.tasks.suites.longctx.suite", "posttrain.tasks.suites.longctx.probes"),
@@ -44,6 +45,8 @@ SUITES = {  # name (= a task's metadata.domain) -> its row; one line per suite
     "tool-use": Suite("posttrain.tasks.suites.tool_use.suite", "posttrain.tasks.suites.tool_use.probes"),
     "instruct": Suite("posttrain.tasks.suites.instruct.suite", "posttrain.tasks.suites.instruct.probes",
                       extra="instruct", scorer="posttrain.tasks.suites.instruct.score"),
+    "reasoning-gym": Suite("posttrain.tasks.suites.rgym.suite", extra="reasoning-gym",
+                           scorer="posttrain.tasks.suites.rgym.score"),
 }
 
 
@@ -68,11 +71,12 @@ def _import(name: str, module: str):
 def score_reply(metadata: dict, reply: str) -> tuple[float, dict[str, float]]:
     """(reward, details) of a single-turn task's reply, by its domain's scorer."""
     domain = str(metadata.get("domain", ""))
-    row = SUITES.get(domain)
+    suite = domain.split("/")[0]
+    row = SUITES.get(suite)
     if row is None or row.scorer is None:
         raise PosttrainError(f"domain {domain!r} has no reply scorer (single-turn suites: "
                              f"{', '.join(n for n, r in SUITES.items() if r.scorer)})")
-    return _import(domain, row.scorer).score_reply(metadata, reply)
+    return _import(suite, row.scorer).score_reply(metadata, reply)
 
 
 def probes_module(domain: str):

@@ -1,0 +1,1 @@
+"""The reasoning-gym suite: any reasoning-gym dataset as single-turn tasks (docs/domains-ecosystem.md)."""
