@@ -12,7 +12,8 @@ from posttrain.validate.runs import attempt
 # Where each domain suite's partial agents live; code ships its near misses in every task.
 PARTIAL_SOURCES = {"finance": "PARTIAL", "longctx": "PARTIAL", "cad": "PARTIAL",
                    "terminal-tools": "PARTIAL", "code": "solution/mutants/partial-fix.sh",
-                   "instruct": "PARTIAL", "tool-use": "PARTIAL"}  # instruct: replies, graded in test_instruct.py
+                   "instruct": "PARTIAL", "tool-use": "PARTIAL",
+                   "reasoning-gym": "PARTIAL"}  # instruct, reasoning-gym: replies, graded in their tests
 
 
 def _partial(suite: str) -> dict:

@@ -1,7 +1,7 @@
 """The reasoning-gym suite: tasks of several datasets whose oracle replies score 1.0 and wrong
-ones less, knobs passed to the dataset's config, disjoint splits, one-line errors, hostile
-replies that run nothing and earn nothing, a hanging reply cut off, `posttrain validate`, and
-the CLI's generate, list and oracle."""
+ones less, the partial agent and the probe, knobs passed to the dataset's config, disjoint
+splits, one-line errors, hostile replies that run nothing and earn nothing, a hanging reply cut
+off, `posttrain validate`, and the CLI's generate, list and oracle."""
 
 import json
 import subprocess
@@ -51,6 +51,16 @@ def test_oracles_score_one_and_wrong_answers_less(made):
             wrong = _reply(int(_entry(task)["answer"]) + 1)
             assert score_reply(meta, wrong)[0] < 1.0, (task.id, wrong)
             assert score_reply(meta, _entry(task)["answer"])[0] < 1.0     # no tags: no answer
+
+
+def test_the_partial_agent_earns_partial_credit_and_the_probe_little(made):
+    from posttrain.tasks.suites.rgym.probes import PARTIAL, PROBES
+
+    partial = [score_reply(t.config.metadata, PARTIAL["answer_in_a_sentence"](t))[0]
+               for t in made["leg_counting"]]      # the default scorer: containment credit
+    assert all(0.0 < s < 1.0 for s in partial), partial
+    for task in (t for tasks in made.values() for t in tasks):
+        assert score_reply(task.config.metadata, PROBES["question_in_tags"](task))[0] <= 0.5, task.id
 
 
 def test_knobs_reach_the_dataset_config(tmp_path):

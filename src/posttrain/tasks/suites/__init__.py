@@ -45,8 +45,8 @@ SUITES = {  # name (= a task's metadata.domain, or its part before "/") -> its r
     "tool-use": Suite("posttrain.tasks.suites.tool_use.suite", "posttrain.tasks.suites.tool_use.probes"),
     "instruct": Suite("posttrain.tasks.suites.instruct.suite", "posttrain.tasks.suites.instruct.probes",
                       extra="instruct", scorer="posttrain.tasks.suites.instruct.score"),
-    "reasoning-gym": Suite("posttrain.tasks.suites.rgym.suite", extra="reasoning-gym",
-                           scorer="posttrain.tasks.suites.rgym.score"),
+    "reasoning-gym": Suite("posttrain.tasks.suites.rgym.suite", "posttrain.tasks.suites.rgym.probes",
+                           extra="reasoning-gym", scorer="posttrain.tasks.suites.rgym.score"),
 }
 
 
@@ -81,8 +81,9 @@ def score_reply(metadata: dict, reply: str) -> tuple[float, dict[str, float]]:
 
 def probes_module(domain: str):
     """The module holding a domain's hack probes (and scripted partial agents), or None."""
-    row = SUITES.get(domain)
-    return _import(domain, row.probes) if row and row.probes else None
+    suite = domain.split("/")[0]
+    row = SUITES.get(suite)
+    return _import(suite, row.probes) if row and row.probes else None
 
 
 def probes_for(task) -> dict:
