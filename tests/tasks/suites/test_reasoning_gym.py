@@ -138,6 +138,18 @@ def test_a_reply_that_reads_a_file_outside_the_interpreter_is_refused(tmp_path):
     assert reward == 0.0 and details["refused"] == 1.0
 
 
+def test_the_guard_finds_dunders_in_source_text_and_in_syntax_trees():
+    import ast
+
+    from posttrain.tasks.suites.rgym.worker import has_dunder
+
+    for hostile in ("().__class__", b"__import__('os')", ast.parse("x.__class__"),
+                    ast.parse("getattr(x, '__globals__')"), ast.parse("import os as __o"), ast.parse("b'__x'")):
+        assert has_dunder(hostile), hostile
+    for plain in ("6*(98 - 54) - 34", b"[1, 2]", ast.parse("Integer(94) * Symbol('x')"), None):
+        assert has_dunder(plain) == (plain is None), plain      # an unknown kind is refused
+
+
 def test_a_hanging_reply_is_cut_off_with_reward_zero(tmp_path, monkeypatch):
     from posttrain.tasks.suites.rgym import child
 

@@ -100,17 +100,24 @@ class SharedChild:
         self.lock = threading.Lock()
         self.child: ScoringChild | None = None
         self.owner = 0
+        self.sent = 0            # request ids: a result line must carry its request's
 
     def score(self, request: dict) -> dict:
         """{"score", "refused"} for a request; {"score": 0, "timeout": True} when the child
-        hung or died on it. A request the child cannot serve is a PosttrainError."""
+        hung or died on it; {"score": 0, "refused": [...]} when a line with another id came
+        back (the child is replaced). A request the child cannot serve is a PosttrainError."""
         with self.lock:
             if self.child is None or self.owner != os.getpid() or not self.child.alive():
                 self.child, self.owner = ScoringChild(), os.getpid()
-            answer = self.child.score(request)
+            self.sent += 1
+            answer = self.child.score({**request, "id": self.sent})
             if answer is None:
                 self.child = None
                 return {"score": 0.0, "refused": [], "timeout": True}
+            if "error" not in answer and answer.get("id") != self.sent:
+                self.child.close()
+                self.child = None
+                return {"score": 0.0, "refused": ["a result line with another id"]}
         if "error" in answer:
             raise PosttrainError(f"reasoning-gym dataset {request.get('dataset')!r}: {answer['error']}")
         return answer

@@ -12,13 +12,15 @@ sympy's `parse_expr`), so this process is the boundary (docs/domains-ecosystem.m
   changing the file system. A refused event raises inside the scorer; the reply scores 0 and
   its record says `refused`.
 
-Protocol: one JSON object per line on stdin ({"dataset", "config", "entry", "reply"}); one
-JSON object per line on the result fd ({"score", "refused"} or {"error"}); stdout and stderr
-go nowhere, so nothing the scored code prints can pass for a result.
+Protocol: one JSON object per line on stdin ({"id", "dataset", "config", "entry", "reply"});
+one JSON object per line on the result fd ({"id", "score", "refused"} or {"error"}); stdout
+and stderr go nowhere, so nothing the scored code prints can pass for a result, and a line
+with another id (written by scored code that found the fd) is taken for a broken child.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import resource
@@ -52,9 +54,7 @@ class Guard:
 
     def _forbidden(self, event: str, args: tuple) -> bool:
         if event == "compile":
-            source = args[0]
-            return isinstance(source, (str, bytes)) and ("__" in source if isinstance(source, str)
-                                                         else b"__" in source)
+            return has_dunder(args[0])
         if event == "open":
             return self._writes(args[1], args[2]) or not self._readable(args[0])
         return event.startswith(REFUSED_EVENTS)
@@ -68,6 +68,18 @@ class Guard:
             return True
         real = os.path.realpath(os.fsdecode(path))
         return any(real == d or real.startswith(d + os.sep) for d in self.readable)
+
+
+def has_dunder(source) -> bool:
+    """Whether source text, or a syntax tree's names, attributes and strings, hold `__`."""
+    if isinstance(source, str):
+        return "__" in source
+    if isinstance(source, bytes):
+        return b"__" in source
+    if isinstance(source, ast.AST):          # every text field: names, attributes, constants
+        return any(isinstance(value, (str, bytes)) and has_dunder(value)
+                   for node in ast.walk(source) for _, value in ast.iter_fields(node))
+    return True                 # any other kind of source is not ours to guess about
 
 
 def readable_dirs() -> tuple[str, ...]:
@@ -100,7 +112,7 @@ def score(request: dict, guard: Guard) -> dict:
         guard.armed = False
     if guard.refused:          # caught or not by the scorer, a refused reply earns nothing
         value = 0.0
-    return {"score": value, "refused": sorted(set(guard.refused))}
+    return {"id": request["id"], "score": value, "refused": sorted(set(guard.refused))}
 
 
 def limit() -> None:
@@ -127,7 +139,7 @@ def main() -> None:
         try:
             reply = score(json.loads(line), guard)
         except Exception as e:  # noqa: BLE001 - a bad request (unknown dataset, config): the parent says so
-            reply = {"error": f"{type(e).__name__}: {e}"}
+            reply = {"id": None, "error": f"{type(e).__name__}: {e}"}
         results.write(json.dumps(reply) + "\n")
 
 
