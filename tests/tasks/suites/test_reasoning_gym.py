@@ -161,6 +161,20 @@ def test_a_hanging_reply_is_cut_off_with_reward_zero(tmp_path, monkeypatch):
     assert score_reply(task.config.metadata, task.files["solution/reply.md"])[0] == 1.0  # a new child
 
 
+def test_a_reply_past_its_cpu_seconds_ends_the_child_without_the_parent(tmp_path, monkeypatch):
+    """The child's own cap: it dies of SIGXCPU with no kill from the parent (which waits longer)."""
+    import signal
+
+    from posttrain.tasks.suites.rgym import child
+
+    monkeypatch.setattr(child, "REPLY_TIMEOUT_S", 60.0)
+    monkeypatch.setattr(child, "REPLY_CPU_S", 1)
+    task = _gen(tmp_path / "c", 1, dataset="countdown")[0]
+    hung = child.CHILD.child.proc
+    reward, details = score_reply(task.config.metadata, _reply("9**9**9**9"))
+    assert (reward, details["timeout"]) == (0.0, 1.0) and hung.returncode == -signal.SIGXCPU
+
+
 def _verdict(task_dir, tmp_path):
     cfg = ValidateConfig(oracle_runs=2, determinism_runs=1)
     return validate_task(task_dir, cfg, CheckStore(tmp_path / "state", cfg.digest()))

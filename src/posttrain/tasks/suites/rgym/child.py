@@ -22,6 +22,7 @@ from posttrain.errors import PosttrainError
 WORKER = "posttrain.tasks.suites.rgym.worker"
 START_TIMEOUT_S = 120.0      # importing reasoning-gym and sympy on a busy host
 REPLY_TIMEOUT_S = 10.0       # one reply's scoring; past it the child is killed, the reward is 0
+REPLY_CPU_S = 20             # the child's own cap per reply (it outlives a killed parent no longer)
 MAX_LINE = 1 << 20
 
 
@@ -39,6 +40,7 @@ class ScoringChild:
             os.close(write_fd)
         self.results = read_fd
         self.pending = b""
+        self.ended = False       # the result pipe closed: the child is exiting by itself
         first = self.read(START_TIMEOUT_S)
         if first is None or "error" in first:
             self.close()
@@ -70,6 +72,7 @@ class ScoringChild:
                 return None
             chunk = os.read(self.results, 65536)
             if not chunk:
+                self.ended = True
                 return None
             self.pending += chunk
         line, _, self.pending = self.pending.partition(b"\n")
@@ -79,6 +82,12 @@ class ScoringChild:
         return self.proc.poll() is None
 
     def close(self) -> None:
+        """Kill the child unless it is already exiting (then wait for it)."""
+        if self.ended:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -110,7 +119,7 @@ class SharedChild:
             if self.child is None or self.owner != os.getpid() or not self.child.alive():
                 self.child, self.owner = ScoringChild(), os.getpid()
             self.sent += 1
-            answer = self.child.score({**request, "id": self.sent})
+            answer = self.child.score({**request, "id": self.sent, "cpu_s": REPLY_CPU_S})
             if answer is None:
                 self.child = None
                 return {"score": 0.0, "refused": [], "timeout": True}

@@ -5,14 +5,15 @@ A reply is hostile model output, and several reasoning-gym scorers evaluate it (
 sympy's `parse_expr`), so this process is the boundary (docs/domains-ecosystem.md):
 
 - resource limits: address space, no files written, no core dumps, no new processes
-  (RLIMIT_NPROC binds a non-root user only); the parent kills it past a per-reply timeout;
+  (RLIMIT_NPROC binds a non-root user only), CPU seconds per reply; the parent kills it past
+  a per-reply wall-clock timeout;
 - an audit hook, armed while a reply is scored, refuses compiling source text that holds a
   double underscore (the way out of any `eval` namespace), starting processes, sockets, ctypes,
   opening files for writing or outside the interpreter's and its packages' directories, and
   changing the file system. A refused event raises inside the scorer; the reply scores 0 and
   its record says `refused`.
 
-Protocol: one JSON object per line on stdin ({"id", "dataset", "config", "entry", "reply"});
+Protocol: one JSON object per line on stdin ({"id", "cpu_s", "dataset", "config", "entry", "reply"});
 one JSON object per line on the result fd ({"id", "score", "refused"} or {"error"}); stdout
 and stderr go nowhere, so nothing the scored code prints can pass for a result, and a line
 with another id (written by scored code that found the fd) is taken for a broken child.
@@ -102,6 +103,7 @@ def score(request: dict, guard: Guard) -> dict:
     from reasoning_gym.utils import extract_answer
 
     ds = dataset(request["dataset"], json.dumps(request["config"], sort_keys=True))
+    cap_cpu(request["cpu_s"])
     guard.refused.clear()
     guard.armed = True
     try:
@@ -113,6 +115,14 @@ def score(request: dict, guard: Guard) -> dict:
     if guard.refused:          # caught or not by the scorer, a refused reply earns nothing
         value = 0.0
     return {"id": request["id"], "score": value, "refused": sorted(set(guard.refused))}
+
+
+def cap_cpu(seconds: int) -> None:
+    """SIGXCPU (death) once this reply has used `seconds` of CPU: a child left computing after
+    its parent died stops by itself, however long the C call it is stuck in."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + 1 + seconds, hard))
 
 
 def limit() -> None:
