@@ -181,3 +181,22 @@ def test_an_engine_sharing_the_trainers_model_is_published_to_without_a_copy(mod
     assert not other.share_weights(model, 4) and other.policy_version == 0
     LockedEngine(other).publish(model, 4)
     assert other.policy_version == 4
+
+
+def test_a_fused_optimizer_step_reaches_an_engine_sharing_the_model(model):
+    """A fused AdamW step moves no version counter, so the engine's packed linears cannot see
+    it by themselves: publishing rebuilds them, and the engine samples from the new weights."""
+    import copy
+
+    from posttrain.rollout.weights import LockedEngine
+
+    model = copy.deepcopy(model)   # the session's model stays as it was
+    engine = LockedEngine(LocalEngine(model))
+    params = SamplingParams(max_tokens=6, temperature=0.0, seed=0)
+    engine.generate([BASE[1]], params)   # the linears are packed now
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    model(torch.tensor([BASE[1]])).logits.logsumexp(-1).sum().backward()
+    optimizer.step()
+    engine.publish(model, 1)
+    want = LocalEngine(copy.deepcopy(model)).generate([BASE[1]], params)
+    assert engine.generate([BASE[1]], params)[0].logprobs == want[0].logprobs

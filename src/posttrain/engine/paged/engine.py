@@ -119,11 +119,13 @@ class PagedEngine(Engine):
             self.policy_version = version
 
     def share_weights(self, model, version: int) -> bool:
-        """The trainer updates the shared model in place (packed copies follow its tensors'
-        versions): only the prefix cache is flushed."""
+        """The trainer updated the shared model in place: no copy, but the packed copies of its
+        linears are rebuilt (a fused optimizer's step moves no version counter, so they cannot
+        tell by themselves) and the prefix cache is flushed."""
         if self.model is not model:
             return False
         with self.lock:
+            self.runner.weights_changed()
             self.blocks.flush()
             self.policy_version = version
         return True
