@@ -12,6 +12,7 @@ from posttrain.devices import Device
 from posttrain.errors import ConfigError
 from posttrain.recipes.config_io import load_model
 from posttrain.train.config import OptimConfig, RLConfig
+from posttrain.train.tracking.config import TrackingConfig
 
 
 class SFTConfig(StrictModel):
@@ -53,6 +54,7 @@ class QuickstartConfig(StrictModel):
     sft: SFTConfig = SFTConfig()
     rl: RLLoopConfig = RLLoopConfig()
     agent: AgentConfig = AgentConfig()
+    tracking: TrackingConfig = TrackingConfig()   # W&B, MLflow, trackio (docs/train.md)
 
     @property
     def run_dir(self) -> Path:

@@ -42,6 +42,7 @@ from posttrain.schedule.sampler import TaskSampler
 from posttrain.tasks.suites import terminal_basics
 from posttrain.train.advantages import group_stats
 from posttrain.train.metrics import MetricsLog
+from posttrain.train.tracking.fanout import Trackers
 from posttrain.train.trainer import PolicyTrainer
 
 
@@ -129,19 +130,21 @@ def run_quickstart(cfg: QuickstartConfig, overwrite: bool = False, console=None)
     _seed_everything(cfg.seed, cfg.threads)
     n_eval = cfg.n_eval_tasks * cfg.eval_samples
     with removed_on_failure(run_dir, keep=lambda: False), \
+            Trackers(cfg.tracking, run_dir, cfg.model_dump(mode="json"), cfg.name) as trackers, \
             Phases(console, {"demos": cfg.n_train_tasks, "sft": cfg.sft.steps,
                              "eval_before": n_eval, "rl": cfg.rl.steps, "eval_after": n_eval},
                    coarse=("eval_before", "eval_after")) as phases:
-        summary, history = _train_and_evaluate(cfg, run_dir, phases, device)
-    summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed, "cpu": cpu_info(),
-                "device": device_record(device)}
-    RunSummary.of(summary).write(run_dir)
+        summary, history = _train_and_evaluate(cfg, run_dir, phases, device, trackers)
+        summary |= {"wall_s": round(time.perf_counter() - t_start, 1), "seed": cfg.seed,
+                    "cpu": cpu_info(), "device": device_record(device)}
+        RunSummary.of(summary).write(run_dir)
+        trackers.finish(summary)
     write_report(run_dir, summary, history)
     return summary
 
 
-def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases,
-                        device: torch.device = torch.device("cpu")) -> tuple[dict, list[dict]]:
+def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases, device: torch.device,
+                        trackers: Trackers | None = None) -> tuple[dict, list[dict]]:
     """Demos, SFT, held-out eval, GRPO, held-out eval on `device`; saves the checkpoint. The
     trainers and the engine share one model there."""
     train_tasks, rl_tasks, heldout = _make_tasks(cfg, run_dir)
@@ -155,7 +158,7 @@ def _train_and_evaluate(cfg: QuickstartConfig, run_dir: Path, phases,
     model = model.to(device)
     framer = ChatFramer(tokenizer)
     demos = [demo_episode(t, framer) for t in transcripts]
-    log = MetricsLog(run_dir)
+    log = MetricsLog(run_dir, trackers)
     trainer = PolicyTrainer(model, tokenizer.pad_token_id, cfg.sft.optim, device=device)
     _sft(cfg, trainer, demos, log, phases)
     engine = LocalEngine(model, tokenizer, device=device)
