@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from posttrain.tasks.suites.tool_use.check import event_item, kv_item, stock_item
+from posttrain.tasks.suites.tool_use.check import kv_item
 from posttrain.tasks.suites.tool_use.program_base import evaluate, format_number
 
 WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gamma", "harbor", "indigo",
